@@ -1,0 +1,518 @@
+"""The privacy ledger and the one path by which noise is drawn.
+
+The :class:`Ledger` is a durable record (SQLite) of each dataset's lifetime budget and of every
+charge made against it. A dataset is the *population* a table describes, not a file: releases of
+new extracts of the same people share one lifetime budget, which is never renewed.
+
+Life of a release in the ledger::
+
+    reserve(dataset, release_id, amount)   # before any data is read; refuses if it would overspend
+    charge(release_id, ...)                # before each noise draw; irrevocable from then on
+    publish(release_id) | fail(release_id) # closes the release; undrawn reservation is released
+
+:func:`measure` is the only caller of a mechanism's ``sample``: it charges the ledger and only then
+draws noise, so a draw is never made that the ledger does not hold.
+
+Rows of the ``charges`` table are hash-chained (each row stores the SHA-256 of the previous row's
+hash and its own content), so a row edited or deleted after the fact is detected by
+:meth:`Ledger.verify`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from dp.budget import Budget, Definition, PureBudget, ZCDPBudget, describe, zcdp_from_pure
+from dp.errors import BudgetExceededError, LedgerError, ParameterError
+from dp.mechanisms import Mechanism
+from dp.random import IntArray, NoiseSource
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS datasets (
+    dataset TEXT PRIMARY KEY,
+    definition TEXT NOT NULL,
+    cap TEXT NOT NULL,
+    delta TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS releases (
+    release_id TEXT PRIMARY KEY,
+    dataset TEXT NOT NULL REFERENCES datasets(dataset),
+    reserved TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('reserved', 'published', 'failed')),
+    created_at REAL NOT NULL,
+    closed_at REAL
+);
+CREATE TABLE IF NOT EXISTS charges (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT NOT NULL,
+    release_id TEXT NOT NULL REFERENCES releases(release_id),
+    stage TEXT NOT NULL,
+    query TEXT NOT NULL,
+    mechanism TEXT NOT NULL,
+    sensitivity TEXT NOT NULL,
+    scale TEXT NOT NULL,
+    loss TEXT NOT NULL,
+    native_loss TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+"""
+
+_GENESIS = "0" * 64
+
+
+def _text(value: Fraction) -> str:
+    return f"{value.numerator}/{value.denominator}"
+
+
+def _fraction(text: str) -> Fraction:
+    return Fraction(text)
+
+
+@dataclass(frozen=True)
+class LedgerStatus:
+    """A dataset's budget position, in the ledger's unit (epsilon for pure DP, rho for zCDP).
+
+    Attributes:
+        dataset: The ledger key.
+        definition: ``"pure"`` or ``"zcdp"``.
+        cap: The lifetime budget.
+        delta: The delta used to report zCDP budgets as (epsilon, delta); 0 under pure DP.
+        spent: Sum of all charges ever drawn (published, failed or in progress).
+        reserved: Budget reserved by open releases and not yet drawn.
+    """
+
+    dataset: str
+    definition: Definition
+    cap: Fraction
+    delta: Fraction
+    spent: Fraction
+    reserved: Fraction
+
+    @property
+    def remaining(self) -> Fraction:
+        """What a new reservation may still take."""
+        return self.cap - self.spent - self.reserved
+
+    @property
+    def unit(self) -> str:
+        """``"epsilon"`` or ``"rho"``."""
+        return "epsilon" if self.definition == "pure" else "rho"
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One row of the ledger: a measurement's booked privacy loss and its public parameters."""
+
+    seq: int
+    dataset: str
+    release_id: str
+    stage: str
+    query: str
+    mechanism: str
+    sensitivity: str
+    scale: str
+    loss: Fraction
+    native_loss: str
+    created_at: float
+
+
+class Ledger:
+    """A durable, tamper-evident privacy ledger on SQLite.
+
+    Use :meth:`open` as a context manager. Every write runs in a ``BEGIN IMMEDIATE`` transaction,
+    so concurrent releases on the same ledger file are serialised and the cap holds.
+    """
+
+    def __init__(self, connection: sqlite3.Connection, path: Path):
+        self._db = connection
+        self.path = path
+
+    @classmethod
+    @contextmanager
+    def open(cls, path: Path | str) -> Iterator[Ledger]:
+        """Open (creating if needed) the ledger at ``path``."""
+        file = Path(path)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(file, isolation_level=None, timeout=60)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.executescript(_SCHEMA)
+            yield cls(db, file)
+        finally:
+            db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    # -- datasets -------------------------------------------------------------------------------
+
+    def register(self, dataset: str, definition: Definition, cap: Budget, delta: Fraction) -> None:
+        """Declare a dataset's lifetime budget; a no-op when it is already declared identically.
+
+        Raises:
+            LedgerError: If the dataset exists with another definition, cap or delta (a lifetime
+                budget is never renewed or raised).
+        """
+        _check_unit(definition, cap, "lifetime budget")
+        with self._write() as db:
+            row = db.execute(
+                "SELECT definition, cap, delta FROM datasets WHERE dataset = ?", (dataset,)
+            ).fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO datasets VALUES (?, ?, ?, ?, ?)",
+                    (dataset, definition, _text(cap.amount), _text(delta), time.time()),
+                )
+                return
+            if row[0] != definition or _fraction(row[1]) != cap.amount or _fraction(row[2]) != delta:
+                raise LedgerError(
+                    f"dataset {dataset!r}: the ledger holds lifetime budget "
+                    f"{row[0]} {float(_fraction(row[1])):.6g} (delta {float(_fraction(row[2])):.3g}); "
+                    f"the spec declares {definition} {float(cap.amount):.6g} (delta {float(delta):.3g}); "
+                    "a lifetime budget cannot be changed, only spent"
+                )
+
+    def status(self, dataset: str) -> LedgerStatus:
+        """The dataset's cap, spent and reserved budget.
+
+        Raises:
+            LedgerError: If the dataset is not registered.
+        """
+        row = self._db.execute(
+            "SELECT definition, cap, delta FROM datasets WHERE dataset = ?", (dataset,)
+        ).fetchone()
+        if row is None:
+            raise LedgerError(f"dataset {dataset!r} is not in the ledger {self.path}")
+        spent = sum(
+            (_fraction(r[0]) for r in self._db.execute("SELECT loss FROM charges WHERE dataset = ?", (dataset,))),
+            Fraction(0),
+        )
+        reserved = Fraction(0)
+        for release_id, amount in self._db.execute(
+            "SELECT release_id, reserved FROM releases WHERE dataset = ? AND status = 'reserved'", (dataset,)
+        ):
+            drawn = self._drawn(release_id)
+            reserved += max(Fraction(0), _fraction(amount) - drawn)
+        return LedgerStatus(dataset, row[0], _fraction(row[1]), _fraction(row[2]), spent, reserved)
+
+    # -- releases -------------------------------------------------------------------------------
+
+    def reserve(self, dataset: str, release_id: str, amount: Budget) -> LedgerStatus:
+        """Reserve a release's whole budget before any data is read.
+
+        Returns:
+            The dataset's status before the reservation (for the report's "spent before").
+
+        Raises:
+            BudgetExceededError: If the amount exceeds what the dataset has left; nothing is written.
+            LedgerError: If the release id is already in the ledger.
+        """
+        with self._write() as db:
+            before = self.status(dataset)
+            _check_unit(before.definition, amount, "release budget")
+            if db.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone():
+                raise LedgerError(
+                    f"release {release_id!r} is already in the ledger; a release id is used once "
+                    "(re-running it would draw fresh noise for measurements already drawn)"
+                )
+            if amount.amount > before.remaining:
+                raise BudgetExceededError(
+                    f"dataset {dataset!r}: release {release_id!r} requests "
+                    f"{describe(amount, before.delta)} but only "
+                    f"{before.unit}={float(before.remaining):.6g} remains of the lifetime budget "
+                    f"{before.unit}={float(before.cap):.6g} (spent {float(before.spent):.6g}, "
+                    f"reserved by open releases {float(before.reserved):.6g})",
+                    dataset=dataset,
+                    remaining=before.remaining,
+                    requested=amount.amount,
+                    unit=before.unit,
+                )
+            db.execute(
+                "INSERT INTO releases VALUES (?, ?, ?, 'reserved', ?, NULL)",
+                (release_id, dataset, _text(amount.amount), time.time()),
+            )
+            return before
+
+    def _release(self, release_id: str) -> tuple[str, Fraction, str]:
+        row = self._db.execute(
+            "SELECT dataset, reserved, status FROM releases WHERE release_id = ?", (release_id,)
+        ).fetchone()
+        if row is None:
+            raise LedgerError(f"release {release_id!r} has no reservation in the ledger")
+        return row[0], _fraction(row[1]), row[2]
+
+    def _drawn(self, release_id: str) -> Fraction:
+        return sum(
+            (
+                _fraction(r[0])
+                for r in self._db.execute("SELECT loss FROM charges WHERE release_id = ?", (release_id,))
+            ),
+            Fraction(0),
+        )
+
+    def charge(
+        self,
+        release_id: str,
+        *,
+        stage: str,
+        query: str,
+        mechanism: str,
+        sensitivity: str,
+        scale: str,
+        loss: Budget,
+        native_loss: Budget | None = None,
+    ) -> Charge:
+        """Book a measurement's privacy loss against its release's reservation.
+
+        Call before the noise is drawn; once booked, a charge is never refunded.
+
+        Raises:
+            LedgerError: If the release is not open.
+            BudgetExceededError: If the charge would exceed the release's reservation.
+        """
+        if loss.amount <= 0:  # pragma: no cover - budgets validate positivity themselves
+            raise ParameterError("loss must be positive")
+        with self._write() as db:
+            dataset, reserved, status = self._release(release_id)
+            if status != "reserved":
+                raise LedgerError(f"release {release_id!r} is {status}; it takes no more charges")
+            definition = db.execute("SELECT definition FROM datasets WHERE dataset = ?", (dataset,)).fetchone()[0]
+            _check_unit(definition, loss, f"charge for {stage}/{query}")
+            drawn = self._drawn(release_id)
+            if drawn + loss.amount > reserved:
+                unit = "epsilon" if definition == "pure" else "rho"
+                raise BudgetExceededError(
+                    f"release {release_id!r}: charge {unit}={float(loss.amount):.6g} for {stage}/{query} "
+                    f"exceeds the reservation's remaining {unit}={float(reserved - drawn):.6g}",
+                    dataset=dataset,
+                    remaining=reserved - drawn,
+                    requested=loss.amount,
+                    unit=unit,
+                )
+            prev = db.execute("SELECT hash FROM charges ORDER BY seq DESC LIMIT 1").fetchone()
+            prev_hash = prev[0] if prev else _GENESIS
+            created = time.time()
+            native = describe(native_loss if native_loss is not None else loss)
+            content = [dataset, release_id, stage, query, mechanism, sensitivity, scale,
+                       _text(loss.amount), native, repr(created)]
+            digest = _chain_hash(prev_hash, content)
+            cursor = db.execute(
+                "INSERT INTO charges (dataset, release_id, stage, query, mechanism, sensitivity, scale, "
+                "loss, native_loss, created_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*content[:9], created, prev_hash, digest),
+            )
+            seq = cursor.lastrowid
+            assert seq is not None
+            return Charge(seq, dataset, release_id, stage, query, mechanism, sensitivity, scale,
+                          loss.amount, native, created)
+
+    def publish(self, release_id: str) -> None:
+        """Close a release as published; its undrawn reservation returns to the dataset."""
+        self._close(release_id, "published")
+
+    def fail(self, release_id: str) -> None:
+        """Close a release as failed; drawn charges stay booked, the undrawn rest is released."""
+        self._close(release_id, "failed")
+
+    def _close(self, release_id: str, status: str) -> None:
+        with self._write() as db:
+            _, _, current = self._release(release_id)
+            if current != "reserved":
+                raise LedgerError(f"release {release_id!r} is already {current}")
+            db.execute(
+                "UPDATE releases SET status = ?, closed_at = ? WHERE release_id = ?",
+                (status, time.time(), release_id),
+            )
+
+    def release_status(self, release_id: str) -> str:
+        """``reserved``, ``published`` or ``failed``."""
+        return self._release(release_id)[2]
+
+    def charges(self, *, dataset: str | None = None, release_id: str | None = None) -> list[Charge]:
+        """Charges in booking order, filtered by dataset and/or release."""
+        sql = ("SELECT seq, dataset, release_id, stage, query, mechanism, sensitivity, scale, loss, "
+               "native_loss, created_at FROM charges WHERE 1=1")
+        args: list[str] = []
+        if dataset is not None:
+            sql += " AND dataset = ?"
+            args.append(dataset)
+        if release_id is not None:
+            sql += " AND release_id = ?"
+            args.append(release_id)
+        rows = self._db.execute(sql + " ORDER BY seq", args).fetchall()
+        return [Charge(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _fraction(r[8]), r[9], r[10]) for r in rows]
+
+    def verify(self) -> None:
+        """Check the hash chain of all charges.
+
+        Raises:
+            LedgerError: If a row was altered, inserted or deleted after it was booked.
+        """
+        prev_hash = _GENESIS
+        for row in self._db.execute(
+            "SELECT seq, dataset, release_id, stage, query, mechanism, sensitivity, scale, loss, native_loss, "
+            "created_at, prev_hash, hash FROM charges ORDER BY seq"
+        ):
+            content = [*row[1:10], repr(row[10])]
+            if row[11] != prev_hash or row[12] != _chain_hash(prev_hash, content):
+                raise LedgerError(f"ledger {self.path}: charge {row[0]} does not match the hash chain (tampered)")
+            prev_hash = row[12]
+
+
+def _chain_hash(prev_hash: str, content: list[str]) -> str:
+    payload = json.dumps([prev_hash, *content], separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _check_unit(definition: str, budget: Budget, what: str) -> None:
+    expected = PureBudget if definition == "pure" else ZCDPBudget
+    if not isinstance(budget, expected):
+        raise LedgerError(f"{what} must be a {expected.__name__} for a {definition} ledger")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Public provenance of one noisy measurement (for estimation weights and the audit report).
+
+    Attributes:
+        stage: The release stage (``one_way``, ``two_way``, ``bounds`` ...).
+        query: What was measured, e.g. ``marginal(age,income)``.
+        mechanism: The mechanism's name.
+        sensitivity: ``"L1=1"`` or ``"L2=1"``.
+        scale: The noise scale (Laplace) or sigma (Gaussian) used, as a float.
+        loss: The booked loss, in the ledger's unit.
+        native_loss: The loss in the mechanism's own terms (epsilon for pure mechanisms).
+        std: Standard deviation of the noise on each value, or None (SVT releases no values).
+        ci95: Half-width of a 95 % interval of the noise on each value, or None.
+        cells: Number of noisy values drawn (queries examined at most, for SVT).
+    """
+
+    stage: str
+    query: str
+    mechanism: str
+    sensitivity: str
+    scale: float
+    loss: Budget
+    native_loss: Budget
+    std: float | None
+    ci95: float | None
+    cells: int
+
+
+class Chargeable(Protocol):
+    """What :func:`charge` needs to know of a mechanism."""
+
+    name: str
+
+    def privacy_loss(self) -> Budget:
+        """The loss the mechanism actually has at its (rounded) scale."""
+        ...
+
+    def scale(self) -> float:
+        """The noise scale recorded in the ledger."""
+        ...
+
+    def sensitivity_text(self) -> str:
+        """``"L1=k"`` or ``"L2=k"``."""
+        ...
+
+
+def ledger_loss(native: Budget, definition: Definition) -> Budget:
+    """Express a mechanism's own loss in the ledger's unit (pure epsilon enters zCDP as epsilon²/2)."""
+    if definition == "pure":
+        if not isinstance(native, PureBudget):
+            raise LedgerError("a pure-DP ledger cannot book a zCDP mechanism")
+        return native
+    return native if isinstance(native, ZCDPBudget) else zcdp_from_pure(native)
+
+
+@dataclass(frozen=True)
+class ReleaseContext:
+    """Where a release books its charges and draws its noise.
+
+    Attributes:
+        ledger: The open ledger.
+        release_id: The release's reservation in the ledger.
+        definition: The ledger's privacy definition.
+        noise: The noise source (the secure OpenDP source in every release).
+    """
+
+    ledger: Ledger
+    release_id: str
+    definition: Definition
+    noise: NoiseSource
+
+
+def charge(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query: str, cells: int) -> Measurement:
+    """Book a mechanism's actual privacy loss in the ledger; call it before drawing any noise.
+
+    Returns:
+        The measurement's public provenance.
+    """
+    native = mechanism.privacy_loss()
+    loss = ledger_loss(native, context.definition)
+    context.ledger.charge(
+        context.release_id,
+        stage=stage,
+        query=query,
+        mechanism=mechanism.name,
+        sensitivity=mechanism.sensitivity_text(),
+        scale=repr(mechanism.scale()),
+        loss=loss,
+        native_loss=native,
+    )
+    std = getattr(mechanism, "std", None)
+    ci95 = getattr(mechanism, "ci95_halfwidth", None)
+    return Measurement(
+        stage=stage,
+        query=query,
+        mechanism=mechanism.name,
+        sensitivity=mechanism.sensitivity_text(),
+        scale=mechanism.scale(),
+        loss=loss,
+        native_loss=native,
+        std=std() if std is not None else None,
+        ci95=float(ci95()) if ci95 is not None else None,
+        cells=cells,
+    )
+
+
+def measure(
+    mechanism: Mechanism, values: IntArray, context: ReleaseContext, *, stage: str, query: str
+) -> tuple[IntArray, Measurement]:
+    """Charge the ledger for ``mechanism``, then draw its noise on ``values``.
+
+    This is the only caller of a noise mechanism's ``sample``.
+
+    Returns:
+        The noisy values and the measurement's public provenance.
+    """
+    record = charge(mechanism, context, stage=stage, query=query, cells=len(values))
+    noisy = mechanism.sample(np.asarray(values, dtype=np.int64), context.noise)
+    return noisy, record

@@ -1,0 +1,53 @@
+"""From a schema (and DP-discovered bounds) to the public encodings used by ``dp``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dp.errors import InternalError
+from dp.marginals import ColumnDomain, ColumnRule, category_domain, numeric_domain
+from dp.sampling import OutputColumn
+from schemas.model import Column, TableSchema
+
+
+def column_domain(column: Column, bounds: Mapping[str, tuple[float, float]]) -> ColumnDomain:
+    """The encoding of a measured column: declared categories, or bins inside its bounds.
+
+    Args:
+        column: The declared column.
+        bounds: DP-discovered bounds of numeric columns without public ones.
+    """
+    if column.type == "category":
+        return category_domain(column.name, column.categories, nullable=column.nullable)
+    if column.has_public_bounds:
+        assert column.min is not None and column.max is not None
+        low, high = column.min, column.max
+    elif column.name in bounds:
+        low, high = bounds[column.name]
+    else:
+        raise InternalError(f"column {column.name!r} has neither public nor discovered bounds")
+    assert column.bins is not None
+    kind = "int" if column.type == "int" else "float"
+    return numeric_domain(column.name, kind, low, high, column.bins, nullable=column.nullable)
+
+
+def domains_for(schema: TableSchema, bounds: Mapping[str, tuple[float, float]]) -> list[ColumnDomain]:
+    """Encodings of every measured column, in schema order."""
+    return [column_domain(c, bounds) for c in schema.measured]
+
+
+def rules_for(schema: TableSchema) -> dict[str, ColumnRule]:
+    """Row-level rules (where unknown categories go) of every category column."""
+    return {c.name: ColumnRule(c.on_unknown) for c in schema.measured if c.type == "category"}
+
+
+def output_columns(schema: TableSchema, domains: list[ColumnDomain]) -> list[OutputColumn]:
+    """How to produce every declared column of the synthetic table, in schema order."""
+    by_name = {d.name: d for d in domains}
+    out = []
+    for c in schema.columns:
+        if c.derived:
+            out.append(OutputColumn(c.name, c.type, derived_from=c.derived_from, mapping=dict(c.mapping)))
+        else:
+            out.append(OutputColumn(c.name, c.type, domain=by_name[c.name]))
+    return out

@@ -1,0 +1,509 @@
+"""Table schemas and release specs: the public description of a table and of a release.
+
+A *schema* (``schema.yaml``) declares each column's public domain: its type, its categories or
+public bounds, whether it may be null, how numeric values are binned, and columns that are public
+functions of others. A *spec* (``release.yaml``) declares one release: which dataset (the
+population in the ledger), which schema and data file, the budget and its allocation over stages,
+and which 2-way marginals to measure. Nothing here is ever read off the data.
+
+Errors cite the file and the key path: ``schema.yaml: columns.age: min (90) must be below max (17)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from dp.budget import (
+    Budget,
+    Definition,
+    PureBudget,
+    ZCDPBudget,
+    budget_total,
+    to_fraction,
+    validate_delta,
+)
+from dp.errors import ParameterError
+from dp.marginals import Binning
+
+ColumnType = Literal["int", "float", "category"]
+STAGES = ("bounds", "one_way", "two_way")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+MAX_CELLS = 1_000_000
+
+
+class SchemaError(ValueError):
+    """A schema or spec file breaks a rule; the message names the file, key path and rule."""
+
+
+def _fail(where: str, message: str) -> SchemaError:
+    return SchemaError(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column's public domain.
+
+    Attributes:
+        name: The column name in the Parquet file.
+        type: ``int``, ``float`` or ``category`` (strings from a declared list).
+        nullable: Whether nulls are part of the domain (they get a code of their own).
+        categories: The declared categories of a ``category`` column.
+        min: Public lower bound of a numeric column, or None when it is discovered with SVT.
+        max: Public upper bound, or None.
+        search_range: Where SVT may look for bounds when none are public.
+        bins: Binning of numeric values.
+        derived_from: Another column this one is a public function of (costs no budget).
+        mapping: For a derived column: the value for each category of ``derived_from``.
+        on_unknown: What to do with a row whose category is outside the domain: ``drop`` or
+            the name of a declared category to map it to.
+    """
+
+    name: str
+    type: ColumnType
+    nullable: bool = False
+    categories: tuple[str, ...] = ()
+    min: float | None = None
+    max: float | None = None
+    search_range: tuple[float, float] | None = None
+    bins: Binning | None = None
+    derived_from: str | None = None
+    mapping: tuple[tuple[str, float], ...] = ()
+    on_unknown: str = "drop"
+
+    @property
+    def numeric(self) -> bool:
+        """True for ``int`` and ``float`` columns."""
+        return self.type in ("int", "float")
+
+    @property
+    def has_public_bounds(self) -> bool:
+        """True when both bounds are declared."""
+        return self.min is not None and self.max is not None
+
+    @property
+    def derived(self) -> bool:
+        """True for a public function of another column."""
+        return self.derived_from is not None
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """Who is protected: one row, or all rows sharing an id (at most ``max_rows`` kept each).
+
+    Attributes:
+        id_column: None when each row is its own privacy unit.
+        max_rows: Contribution bound per id (1 for row-level privacy).
+    """
+
+    id_column: str | None = None
+    max_rows: int = 1
+
+    def describe(self) -> str:
+        """Human-readable neighbouring relation."""
+        if self.id_column is None:
+            return "one row (add/remove one row)"
+        return f"all rows with one {self.id_column} (add/remove one id; at most {self.max_rows} rows kept per id)"
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """The public description of one table.
+
+    Attributes:
+        table: The table's name (used for output files).
+        columns: Declared columns, in output order.
+        privacy_unit: The neighbouring relation.
+        quasi_identifiers: Columns an attacker may know (for internal disclosure-risk checks).
+        source: The file it was loaded from (for error messages).
+    """
+
+    table: str
+    columns: tuple[Column, ...]
+    privacy_unit: PrivacyUnit = PrivacyUnit()
+    quasi_identifiers: tuple[str, ...] = ()
+    source: str = "<schema>"
+
+    def column(self, name: str) -> Column:
+        """The column called ``name``.
+
+        Raises:
+            SchemaError: If no such column is declared.
+        """
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise _fail(self.source, f"column {name!r} is not declared")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Declared column names, in order."""
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def measured(self) -> tuple[Column, ...]:
+        """Columns that are measured (every column that is not derived)."""
+        return tuple(c for c in self.columns if not c.derived)
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """One release: dataset, inputs, budget, allocation and measurement plan.
+
+    Attributes:
+        dataset: The ledger key: the population (not the file) whose lifetime budget is spent.
+        schema: The table's schema.
+        data: Path of the Parquet file.
+        definition: ``pure`` (epsilon-DP, discrete Laplace) or ``zcdp`` (discrete Gaussian).
+        epsilon: Declared epsilon of this release.
+        delta: Declared delta (zCDP) or 0 (pure).
+        budget: This release's budget in the ledger's unit.
+        lifetime: The dataset's lifetime cap in the ledger's unit.
+        lifetime_epsilon: The declared lifetime epsilon.
+        allocation: Exact weights of the stages (``bounds``, ``one_way``, ``two_way``).
+        two_way: Column pairs whose 2-way marginals are measured.
+        seed: Public seed for synthetic sampling; None draws one (and records it).
+        source: The spec file.
+    """
+
+    dataset: str
+    schema: TableSchema
+    data: Path
+    definition: Definition
+    epsilon: Fraction
+    delta: Fraction
+    budget: Budget
+    lifetime: Budget
+    lifetime_epsilon: Fraction
+    allocation: dict[str, Fraction]
+    two_way: tuple[tuple[str, str], ...]
+    seed: int | None
+    source: str
+    schema_path: Path
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SchemaError(f"{path}: file not found") from None
+    except OSError as err:
+        raise SchemaError(f"{path}: cannot be read ({err.strerror})") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SchemaError(f"{path}: not valid YAML{where}") from None
+    if not isinstance(doc, dict):
+        raise SchemaError(f"{path}: must be a YAML mapping")
+    return doc
+
+
+def _keys(where: str, mapping: dict[str, Any], allowed: set[str], required: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise _fail(where, f"unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+    missing = sorted(required - set(mapping))
+    if missing:
+        raise _fail(where, f"missing required key {missing[0]!r}")
+
+
+def _number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(where, f"({value!r}) must be a number")
+    if not math.isfinite(value):
+        raise _fail(where, f"({value}) must be a finite number")
+    return value
+
+
+def _normal(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+def _column(where: str, name: str, spec: Any) -> Column:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise _fail(where, "column names must be 1-128 characters of letters, digits, '_', '.' or '-'")
+    if not isinstance(spec, dict):
+        raise _fail(where, "must be a mapping with at least a 'type'")
+    _keys(where, spec, {"type", "nullable", "categories", "min", "max", "search_range", "bins",
+                        "derived_from", "mapping", "on_unknown", "description"}, {"type"})
+    ctype = spec["type"]
+    if ctype not in ("int", "float", "category"):
+        raise _fail(f"{where}.type", f"({ctype!r}) must be one of int, float, category")
+    nullable = spec.get("nullable", False)
+    if not isinstance(nullable, bool):
+        raise _fail(f"{where}.nullable", "must be true or false")
+
+    categories: tuple[str, ...] = ()
+    on_unknown = spec.get("on_unknown", "drop")
+    if ctype == "category":
+        raw = spec.get("categories")
+        if not isinstance(raw, list) or not raw:
+            raise _fail(f"{where}.categories", "must be a non-empty list for a category column")
+        seen: set[str] = set()
+        for i, value in enumerate(raw):
+            if not isinstance(value, str) or not value:
+                raise _fail(f"{where}.categories[{i}]", "must be a non-empty string")
+            key = _normal(value)
+            if key in seen:
+                raise _fail(f"{where}.categories[{i}]", "duplicates an earlier category (after Unicode normalisation)")
+            seen.add(key)
+        categories = tuple(_normal(v) for v in raw)
+        if on_unknown != "drop" and on_unknown not in categories:
+            raise _fail(f"{where}.on_unknown", "must be 'drop' or one of the declared categories")
+        for key in ("min", "max", "search_range", "bins"):
+            if key in spec:
+                raise _fail(f"{where}.{key}", "applies to numeric columns only")
+    elif "categories" in spec:
+        raise _fail(f"{where}.categories", "applies to category columns only")
+    elif on_unknown != "drop":
+        raise _fail(f"{where}.on_unknown", "applies to category columns only")
+
+    low = _number(f"{where}.min", spec["min"]) if spec.get("min") is not None else None
+    high = _number(f"{where}.max", spec["max"]) if spec.get("max") is not None else None
+    if (low is None) != (high is None):
+        raise _fail(where, "declare both min and max, or neither (then SVT discovers them)")
+    if low is not None and high is not None and not low < high:
+        raise _fail(where, f"min ({low}) must be below max ({high})")
+    if ctype == "int":
+        for key, bound in (("min", low), ("max", high)):
+            if bound is not None and float(bound) != int(bound):
+                raise _fail(f"{where}.{key}", f"({bound}) must be a whole number for an int column")
+
+    search: tuple[float, float] | None = None
+    if "search_range" in spec:
+        raw_range = spec["search_range"]
+        if not isinstance(raw_range, list) or len(raw_range) != 2:
+            raise _fail(f"{where}.search_range", "must be a list [low, high]")
+        search = (_number(f"{where}.search_range[0]", raw_range[0]), _number(f"{where}.search_range[1]", raw_range[1]))
+        if not search[0] < search[1]:
+            raise _fail(f"{where}.search_range", f"low ({search[0]}) must be below high ({search[1]})")
+        if low is not None:
+            raise _fail(f"{where}.search_range", "is only used when min and max are not declared")
+
+    bins: Binning | None = None
+    if ctype != "category":
+        bins = _binning(f"{where}.bins", spec.get("bins"), ctype)
+        if low is None and search is None and "derived_from" not in spec:
+            raise _fail(where, "a numeric column without public min/max needs a search_range for SVT")
+
+    derived_from = spec.get("derived_from")
+    mapping: tuple[tuple[str, float], ...] = ()
+    if derived_from is not None:
+        if not isinstance(derived_from, str):
+            raise _fail(f"{where}.derived_from", "must be a column name")
+        raw_map = spec.get("mapping")
+        if not isinstance(raw_map, dict) or not raw_map:
+            raise _fail(f"{where}.mapping", "must map each category of the source column to a value")
+        if ctype == "category":
+            raise _fail(f"{where}.derived_from", "is supported for numeric columns only")
+        mapping = tuple((_normal(str(k)), _number(f"{where}.mapping.{k}", v)) for k, v in raw_map.items())
+    elif "mapping" in spec:
+        raise _fail(f"{where}.mapping", "needs derived_from")
+
+    return Column(
+        name=name, type=ctype, nullable=nullable, categories=categories, min=low, max=high,
+        search_range=search, bins=bins, derived_from=derived_from, mapping=mapping, on_unknown=on_unknown,
+    )
+
+
+def _binning(where: str, raw: Any, ctype: str) -> Binning:
+    if raw is None:
+        return Binning("width", 1) if ctype == "int" else Binning("count", 32)
+    if raw == "log":
+        return Binning("log")
+    if isinstance(raw, dict) and len(raw) == 1:
+        ((kind, value),) = raw.items()
+        if kind == "width":
+            width = _number(f"{where}.width", value)
+            if width <= 0 or (ctype == "int" and width != int(width)):
+                raise _fail(f"{where}.width", f"({width}) must be a positive{' whole' if ctype == 'int' else ''} number")
+            return Binning("width", width)
+        if kind == "count":
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+                raise _fail(f"{where}.count", f"({value!r}) must be a whole number from 1 to 10000")
+            return Binning("count", value)
+    raise _fail(where, "must be 'log', {width: W} or {count: N}")
+
+
+def load_schema(path: Path | str) -> TableSchema:
+    """Load and validate a table schema.
+
+    Raises:
+        SchemaError: Naming the file, the key path and the rule.
+    """
+    file = Path(path)
+    doc = _load_yaml(file)
+    where = str(file)
+    _keys(where, doc, {"table", "columns", "privacy_unit", "quasi_identifiers", "description", "source"},
+          {"table", "columns"})
+    table = doc["table"]
+    if not isinstance(table, str) or not _NAME.match(table):
+        raise _fail(f"{where}: table", "must be a name of letters, digits, '_', '.' or '-'")
+    raw_columns = doc["columns"]
+    if not isinstance(raw_columns, dict) or not raw_columns:
+        raise _fail(f"{where}: columns", "must be a non-empty mapping of column name to its domain")
+    columns = tuple(_column(f"{where}: columns.{name}", name, spec) for name, spec in raw_columns.items())
+    names = [c.name for c in columns]
+    for col in columns:
+        if col.derived_from is None:
+            continue
+        loc = f"{where}: columns.{col.name}.derived_from"
+        if col.derived_from not in names:
+            raise _fail(loc, f"({col.derived_from!r}) is not a declared column")
+        source = columns[names.index(col.derived_from)]
+        if source.type != "category" or source.derived:
+            raise _fail(loc, "must name a measured category column")
+        keys = [k for k, _ in col.mapping]
+        if sorted(keys) != sorted(source.categories):
+            raise _fail(f"{where}: columns.{col.name}.mapping", "must give exactly one value for every category of "
+                        f"{source.name}")
+        if col.nullable != source.nullable:
+            raise _fail(f"{where}: columns.{col.name}.nullable", f"must equal that of {source.name}")
+        if col.has_public_bounds:
+            assert col.min is not None and col.max is not None
+            if any(not col.min <= v <= col.max for _, v in col.mapping):
+                raise _fail(f"{where}: columns.{col.name}.mapping", "has values outside min..max")
+
+    unit = PrivacyUnit()
+    raw_unit = doc.get("privacy_unit", "row")
+    if raw_unit != "row":
+        if not isinstance(raw_unit, dict):
+            raise _fail(f"{where}: privacy_unit", "must be 'row' or {id_column: NAME, max_rows: K}")
+        _keys(f"{where}: privacy_unit", raw_unit, {"id_column", "max_rows"}, {"id_column", "max_rows"})
+        k = raw_unit["max_rows"]
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise _fail(f"{where}: privacy_unit.max_rows", f"({k!r}) must be a positive whole number")
+        raise _fail(f"{where}: privacy_unit", "id-level privacy units (contribution bounding) are not supported "
+                    "yet; use 'row'")
+
+    qis = doc.get("quasi_identifiers", [])
+    if not isinstance(qis, list) or any(q not in names for q in qis):
+        raise _fail(f"{where}: quasi_identifiers", "must be a list of declared columns")
+    return TableSchema(table, columns, unit, tuple(qis), where)
+
+
+def load_spec(path: Path | str) -> ReleaseSpec:
+    """Load and validate a release spec (and the schema it names).
+
+    Paths inside the spec are relative to the spec file.
+
+    Raises:
+        SchemaError: Naming the file, the key path and the rule.
+    """
+    file = Path(path)
+    doc = _load_yaml(file)
+    where = str(file)
+    _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation", "two_way",
+                       "seed", "description"},
+          {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
+    dataset = doc["dataset"]
+    if not isinstance(dataset, str) or not _NAME.match(dataset):
+        raise _fail(f"{where}: dataset", "must be a name of letters, digits, '_', '.' or '-'")
+    for key in ("schema", "data"):
+        if not isinstance(doc[key], str) or not doc[key]:
+            raise _fail(f"{where}: {key}", "must be a path")
+    schema_path = (file.parent / doc["schema"]).resolve()
+    schema = load_schema(schema_path)
+    data = (file.parent / doc["data"]).resolve()
+
+    definition, epsilon, delta, budget = _budget(f"{where}: budget", doc["budget"])
+    life_def, life_epsilon, life_delta, lifetime = _budget(f"{where}: lifetime_budget", doc["lifetime_budget"])
+    if life_def != definition or life_delta != delta:
+        raise _fail(f"{where}: lifetime_budget", "must use the same definition and delta as budget")
+    if budget.amount > lifetime.amount:
+        raise _fail(f"{where}: budget", "must not exceed lifetime_budget")
+
+    raw_alloc = doc["allocation"]
+    if not isinstance(raw_alloc, dict):
+        raise _fail(f"{where}: allocation", f"must map stages ({', '.join(STAGES)}) to shares")
+    _keys(f"{where}: allocation", raw_alloc, set(STAGES))
+    allocation: dict[str, Fraction] = {}
+    for stage in STAGES:
+        try:
+            share = to_fraction(raw_alloc.get(stage, 0), f"allocation.{stage}")
+        except ParameterError as err:
+            raise _fail(where, str(err)) from None
+        if share < 0:
+            raise _fail(f"{where}: allocation.{stage}", f"({float(share):g}) must be non-negative")
+        allocation[stage] = share
+    total_share = sum(allocation.values(), Fraction(0))
+    if total_share > 1:
+        raise _fail(f"{where}: allocation", f"shares sum to {float(total_share):.6g}; they must sum to at most 1")
+    if allocation["one_way"] <= 0:
+        raise _fail(f"{where}: allocation.one_way", "must be positive (the row count comes from the 1-way marginals)")
+    needs_bounds = [c.name for c in schema.measured if c.numeric and not c.has_public_bounds]
+    if needs_bounds and allocation["bounds"] <= 0:
+        raise _fail(f"{where}: allocation.bounds", f"must be positive: {needs_bounds[0]} has no public bounds")
+
+    pairs: list[tuple[str, str]] = []
+    for i, pair in enumerate(doc.get("two_way") or []):
+        loc = f"{where}: two_way[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
+            raise _fail(loc, "must be a list of two different column names")
+        for name in pair:
+            if name not in schema.names:
+                raise _fail(loc, f"({name!r}) is not a declared column")
+            if schema.column(name).derived:
+                raise _fail(loc, f"({name!r}) is derived from another column; pair its source instead")
+        key = (str(pair[0]), str(pair[1]))
+        if key in pairs or key[::-1] in pairs:
+            raise _fail(loc, "repeats an earlier pair")
+        pairs.append(key)
+    if pairs and allocation["two_way"] <= 0:
+        raise _fail(f"{where}: allocation.two_way", "must be positive when two_way pairs are listed")
+
+    seed = doc.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise _fail(f"{where}: seed", "must be a non-negative whole number")
+    return ReleaseSpec(
+        dataset=dataset, schema=schema, data=data, definition=definition, epsilon=epsilon, delta=delta,
+        budget=budget, lifetime=lifetime, lifetime_epsilon=life_epsilon, allocation=allocation,
+        two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path,
+    )
+
+
+def _budget(where: str, raw: Any) -> tuple[Definition, Fraction, Fraction, Budget]:
+    if not isinstance(raw, dict):
+        raise _fail(where, "must be {epsilon: E} (pure DP) or {epsilon: E, delta: D} (zCDP)")
+    _keys(where, raw, {"epsilon", "delta"}, {"epsilon"})
+    try:
+        epsilon = to_fraction(raw["epsilon"], "epsilon")
+        if epsilon <= 0:
+            raise ParameterError(f"epsilon ({float(epsilon):g}) must be positive")
+        if "delta" in raw:
+            delta = validate_delta(raw["delta"])
+            definition: Definition = "zcdp"
+        else:
+            delta, definition = Fraction(0), "pure"
+        budget = budget_total(definition, epsilon, delta if definition == "zcdp" else None)
+    except ParameterError as err:
+        raise _fail(where, str(err)) from None
+    return definition, epsilon, delta, budget
+
+
+__all__ = [
+    "MAX_CELLS",
+    "Binning",
+    "Column",
+    "PrivacyUnit",
+    "PureBudget",
+    "ReleaseSpec",
+    "SchemaError",
+    "TableSchema",
+    "ZCDPBudget",
+    "load_schema",
+    "load_spec",
+]

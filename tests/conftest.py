@@ -1,0 +1,37 @@
+"""Shared fixtures: Prefect settings before Prefect is imported, seeded rngs, the Prefect harness."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+# Prefect reads its settings at import: point it at a throw-away home before anything imports it.
+_HOME = tempfile.mkdtemp(prefix="dprelease-test-prefect-")
+os.environ["PREFECT_HOME"] = _HOME
+os.environ.setdefault("DPRELEASE_HOME", str(Path(_HOME) / "state"))
+
+from flows.settings import configure  # noqa: E402
+
+configure()
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+ADULT = ROOT / "examples" / "adult"
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A seeded generator for post-processing tests (never for noise on sensitive values)."""
+    return np.random.default_rng(20261122)
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One Prefect test harness (temporary SQLite database) for the whole session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dp.accounting import Ledger, ReleaseContext
+from dp.budget import PureBudget, ZCDPBudget
+from dp.errors import ParameterError
+from dp.svt import AboveThreshold, discover_bounds, geometric_grid, run_above_threshold, tail_counts
+from tests.noise import SeededNoise, SpyNoise
+
+
+def test_scales_are_exactly_as_declared_and_loss_within_budget():
+    m = AboveThreshold(l1_sensitivity=1, budget=PureBudget(Fraction(1, 2)))
+    assert m.threshold_scale() == 4.0 and m.query_scale() == 8.0
+    assert m.privacy_loss() == PureBudget(Fraction(1, 2))
+    odd = AboveThreshold(l1_sensitivity=3, budget=PureBudget(Fraction(7, 10)))
+    assert odd.privacy_loss().epsilon <= Fraction(7, 10)
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ParameterError, match=re.escape("AboveThreshold: l1_sensitivity (0) must be a positive integer")):
+        AboveThreshold(0, PureBudget(Fraction(1)))
+    with pytest.raises(ParameterError, match="budget must be a PureBudget"):
+        AboveThreshold(1, ZCDPBudget(Fraction(1)))
+
+
+def test_one_threshold_draw_one_vector_draw_and_only_an_index_returned():
+    spy = SpyNoise()
+    m = AboveThreshold(1, PureBudget(Fraction(1)))
+    hit = m.run(np.array([0, 0, 5, 9]), 3, spy)
+    assert hit == 2
+    assert spy.calls == [("laplace", 1, 2.0), ("laplace", 4, 4.0)]
+    assert m.run(np.array([0, 1]), 3, spy) is None
+
+
+def test_grid():
+    assert geometric_grid(-4, 4) == (-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0)
+    assert geometric_grid(10, 20)[:4] == (10.0, 11.0, 12.0, 14.0)
+    assert geometric_grid(-20, -10)[-3:] == (-12.0, -11.0, -10.0)
+    with pytest.raises(ParameterError, match="search_range"):
+        geometric_grid(5, 5)
+
+
+def test_tail_counts_with_nan_and_infinities():
+    values = np.array([np.nan, -np.inf, 0.0, 3.0, np.inf, 3.0])
+    below, above = tail_counts(values, (0.0, 3.0))
+    assert below.tolist() == [1, 2] and above.tolist() == [3, 1]
+
+
+def test_tail_counts_of_empty_column():
+    below, above = tail_counts(np.array([], dtype=np.float64), (0.0, 1.0))
+    assert below.tolist() == [0, 0] and above.tolist() == [0, 0]
+
+
+def _context(tmp_path, noise):
+    ledger_cm = Ledger.open(tmp_path / "l.sqlite")
+    ledger = ledger_cm.__enter__()
+    ledger.register("pop", "pure", PureBudget(Fraction(10)), Fraction(0))
+    ledger.reserve("pop", "r", PureBudget(Fraction(10)))
+    return ledger_cm, ReleaseContext(ledger, "r", "pure", noise)
+
+
+def test_discovery_charges_two_runs_and_finds_bounds(tmp_path):
+    cm, context = _context(tmp_path, SeededNoise(3))
+    values = np.concatenate([np.zeros(5000), np.arange(1, 3000, dtype=float)])
+    grid = geometric_grid(0, 2**20)
+    found = discover_bounds("gain", tail_counts(values, grid), grid, PureBudget(Fraction(1)), context)
+    assert found.lower == 0.0
+    assert 1024 <= found.upper <= 4096
+    assert [c.loss for c in context.ledger.charges()] == [Fraction(1), Fraction(1)]
+    cm.__exit__(None, None, None)
+
+
+def test_discovery_on_an_empty_table_falls_back_to_the_search_range(tmp_path):
+    cm, context = _context(tmp_path, SpyNoise())  # no noise: nothing ever reaches the threshold
+    grid = geometric_grid(-8, 8)
+    found = discover_bounds("x", tail_counts(np.array([]), grid), grid, PureBudget(Fraction(1)), context)
+    assert (found.lower, found.upper, found.lower_found, found.upper_found) == (-8.0, 8.0, False, False)
+    cm.__exit__(None, None, None)
+
+
+def test_run_above_threshold_charges_before_running(tmp_path):
+    spy = SpyNoise()
+    cm, context = _context(tmp_path, spy)
+    with pytest.raises(Exception, match="exceeds the reservation"):
+        run_above_threshold(AboveThreshold(1, PureBudget(Fraction(11))), np.array([1]), 0, context,
+                            stage="bounds", query="q")
+    assert spy.calls == []
+    cm.__exit__(None, None, None)

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import re
+import shutil
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dp.budget import ZCDPBudget, approx_from_zcdp
+from schemas.model import SchemaError, load_schema, load_spec
+
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+
+
+def test_adult_schema_declares_15_columns_from_public_documentation():
+    schema = load_schema(ADULT / "schema.yaml")
+    assert len(schema.columns) == 15
+    assert [c.name for c in schema.columns if c.nullable] == ["workclass", "occupation", "native-country"]
+    assert len(schema.column("native-country").categories) == 41
+    assert {c.name for c in schema.columns if c.numeric and not c.has_public_bounds} == {
+        "fnlwgt", "capital-gain", "capital-loss"}
+    assert schema.column("education-num").derived_from == "education"
+
+
+def test_adult_spec_budget_is_exact_zcdp():
+    spec = load_spec(ADULT / "release.yaml")
+    assert spec.definition == "zcdp" and spec.delta == Fraction(1, 10**9)
+    assert isinstance(spec.budget, ZCDPBudget)
+    assert approx_from_zcdp(spec.budget, spec.delta).epsilon <= 1
+    assert sum(spec.allocation.values()) == 1
+
+
+def _schema(tmp_path, columns, **extra):
+    doc = {"table": "t", "columns": columns, **extra}
+    path = tmp_path / "schema.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ({"age": {"type": "int", "min": 90, "max": 17}}, "columns.age: min (90) must be below max (17)"),
+        ({"age": {"type": "int", "min": 1}}, "columns.age: declare both min and max"),
+        ({"age": {"type": "text"}}, "columns.age.type: ('text') must be one of int, float, category"),
+        ({"age": {"type": "int"}}, "columns.age: a numeric column without public min/max needs a search_range"),
+        ({"age": {"type": "int", "min": 0, "max": float("nan")}}, "columns.age.max: (nan) must be a finite number"),
+        ({"s": {"type": "category", "categories": []}}, "columns.s.categories: must be a non-empty list"),
+        ({"s": {"type": "category", "categories": ["a", "a"]}}, "columns.s.categories[1]: duplicates"),
+        ({"s": {"type": "category", "categories": ["é", "e\u0301"]}}, "columns.s.categories[1]: duplicates"),
+        ({"s": {"type": "category", "categories": ["a"], "min": 1}}, "columns.s.min: applies to numeric"),
+        ({"s": {"type": "category", "categories": ["a"], "colour": 1}}, "columns.s: unknown key 'colour'"),
+        ({"x": {"type": "float", "min": 0, "max": 1, "bins": {"count": 0}}}, "columns.x.bins.count: (0) must be"),
+    ],
+)
+def test_schema_errors_name_the_file_key_and_rule(tmp_path, columns, message):
+    path = _schema(tmp_path, columns)
+    with pytest.raises(SchemaError, match=re.escape(message)) as info:
+        load_schema(path)
+    assert str(path) in str(info.value)
+
+
+def test_derived_column_must_map_every_category(tmp_path):
+    path = _schema(tmp_path, {"e": {"type": "category", "categories": ["a", "b"]},
+                              "n": {"type": "int", "min": 1, "max": 2, "derived_from": "e", "mapping": {"a": 1}}})
+    with pytest.raises(SchemaError, match="must give exactly one value for every category of e"):
+        load_schema(path)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(SchemaError, match="file not found"):
+        load_schema(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("table: [unclosed\n", encoding="utf-8")
+    with pytest.raises(SchemaError, match="not valid YAML"):
+        load_schema(bad)
+
+
+def _spec(tmp_path, **changes):
+    for name in ("schema.yaml", "adult.parquet"):
+        if not (tmp_path / name).exists():
+            shutil.copy(ADULT / name, tmp_path / name)
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc.update(changes)
+    path = tmp_path / "release.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"budget": {"epsilon": 0, "delta": 1e-9}}, "budget: epsilon (0) must be positive"),
+        ({"budget": {"epsilon": -1, "delta": 1e-9}}, "budget: epsilon (-1) must be positive"),
+        ({"budget": {"epsilon": ".nan", "delta": 1e-9}}, "budget: epsilon ('.nan') must be a number"),
+        ({"budget": {"epsilon": True, "delta": 1e-9}}, "budget: epsilon (a boolean) must be a number"),
+        ({"budget": {"epsilon": "one", "delta": 1e-9}}, "budget: epsilon ('one') must be a number"),
+        ({"budget": {"epsilon": 1, "delta": 1}}, "budget: delta (1) must be in (0, 1)"),
+        ({"budget": {"epsilon": 1, "delta": -0.5}}, "budget: delta (-0.5) must be in (0, 1)"),
+        ({"budget": {"epsilon": 5, "delta": 1e-9}}, "budget: must not exceed lifetime_budget"),
+        ({"allocation": {"bounds": 0.5, "one_way": 0.3, "two_way": 0.3}}, "shares sum to 1.1; they must sum to at most 1"),
+        ({"allocation": {"bounds": 0, "one_way": 0.5, "two_way": 0.5}}, "allocation.bounds: must be positive: fnlwgt"),
+        ({"two_way": [["age", "age"]]}, "two_way[0]: must be a list of two different column names"),
+        ({"two_way": [["age", "height"]]}, "two_way[0]: ('height') is not a declared column"),
+        ({"two_way": [["education-num", "age"]]}, "is derived from another column"),
+        ({"lifetime_budget": {"epsilon": 3}}, "lifetime_budget: must use the same definition and delta"),
+    ],
+)
+def test_spec_errors(tmp_path, changes, message):
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        load_spec(_spec(tmp_path, **changes))
+
+
+def test_allocation_shares_are_compared_exactly(tmp_path):
+    # 0.1 + 0.2 + 0.7 is 1.0000000000000002 in floating point, exactly 1 as written.
+    spec = load_spec(_spec(tmp_path, allocation={"bounds": 0.1, "one_way": 0.2, "two_way": 0.7}))
+    assert sum(spec.allocation.values()) == 1

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import shutil
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dp.budget import PureBudget, ZCDPBudget
+from schemas.model import SchemaError, load_spec
+from schemas.plan import plan_release
+
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+
+
+def test_adult_plan_splits_exactly_and_never_exceeds_the_total():
+    spec = load_spec(ADULT / "release.yaml")
+    plan = plan_release(spec, "r", 1)
+    assert plan.total == spec.budget  # all three stages are used
+    assert sum((b.amount for b in plan.stages.values()), Fraction(0)) == spec.budget.amount
+    marginal_total = sum((m.budget.amount for m in plan.measurements), Fraction(0))
+    bounds_total = sum((b.booked.amount for b in plan.bounds), Fraction(0))
+    assert marginal_total == plan.stages["one_way"].amount + plan.stages["two_way"].amount
+    assert bounds_total <= plan.stages["bounds"].amount
+    assert len([m for m in plan.measurements if m.stage == "one_way"]) == 14  # education-num is derived
+    assert all(isinstance(m.budget, ZCDPBudget) for m in plan.measurements)
+
+
+def test_pure_plan_books_epsilon(tmp_path):
+    for name in ("schema.yaml", "adult.parquet"):
+        shutil.copy(ADULT / name, tmp_path / name)
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc["budget"], doc["lifetime_budget"] = {"epsilon": 1}, {"epsilon": 4}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    plan = plan_release(load_spec(tmp_path / "r.yaml"), "r", 1)
+    assert plan.total == PureBudget(Fraction(1))
+    assert sum((b.booked.amount for b in plan.bounds), Fraction(0)) == Fraction(1, 20)
+    assert all(isinstance(m.budget, PureBudget) for m in plan.measurements)
+
+
+def test_cell_limit(tmp_path, monkeypatch):
+    import schemas.plan
+
+    monkeypatch.setattr(schemas.plan, "MAX_CELLS", 100)
+    with pytest.raises(SchemaError, match="the limit is 100"):
+        plan_release(load_spec(ADULT / "release.yaml"), "r", 1)
