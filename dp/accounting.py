@@ -27,9 +27,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
 from fractions import Fraction
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 

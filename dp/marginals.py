@@ -243,7 +243,9 @@ def marginal_key(columns: Sequence[str]) -> str:
     return f"marginal({','.join(columns)})"
 
 
-def count_marginal(codes: Mapping[str, IntArray], domains: Mapping[str, ColumnDomain], columns: Sequence[str]) -> IntArray:
+def count_marginal(
+    codes: Mapping[str, IntArray], domains: Mapping[str, ColumnDomain], columns: Sequence[str]
+) -> IntArray:
     """The flattened contingency table of ``columns`` (row-major in the given column order)."""
     flat: IntArray | None = None
     size = 1

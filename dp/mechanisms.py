@@ -79,7 +79,7 @@ class DiscreteLaplace:
         object.__setattr__(self, "_scale", scale)
 
     def _loss_at(self, scale: float) -> Fraction:
-        return Fraction(opendp_laplace(scale).map(self.l1_sensitivity))
+        return Fraction(opendp_laplace(scale).map(self.l1_sensitivity))  # type: ignore[no-untyped-call]
 
     def scale(self) -> float:
         """The noise scale actually used."""
@@ -148,7 +148,7 @@ class DiscreteGaussian:
         object.__setattr__(self, "_sigma", sigma)
 
     def _loss_at(self, sigma: float) -> Fraction:
-        return Fraction(opendp_gaussian(sigma).map(self.l2_sensitivity))
+        return Fraction(opendp_gaussian(sigma).map(self.l2_sensitivity))  # type: ignore[no-untyped-call]
 
     def sigma(self) -> float:
         """The noise parameter actually used."""
@@ -169,7 +169,7 @@ class DiscreteGaussian:
     def ci95_halfwidth(self) -> int:
         """An integer h with P(|noise| <= h) >= 0.95 (exact sum over the support)."""
         sigma = self._sigma
-        radius = int(math.ceil(12 * sigma)) + 2
+        radius = math.ceil(12 * sigma) + 2
         z = np.arange(-radius, radius + 1, dtype=np.float64)
         weights = np.exp(-(z**2) / (2 * sigma * sigma))
         weights /= weights.sum()

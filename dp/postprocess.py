@@ -67,7 +67,7 @@ def round_preserving_sum(values: FloatArray, total: int) -> IntArray:
     if v.sum() <= 0:
         v = np.ones_like(v)
     scaled = (v / v.sum()) * total
-    base = np.floor(scaled).astype(np.int64)
+    base: IntArray = np.floor(scaled).astype(np.int64)
     short = int(total - base.sum())
     if short > 0:
         order = np.argsort(-(scaled - base), kind="stable")

@@ -33,20 +33,16 @@ class NoiseSource(Protocol):
         ...
 
 
-def _vector_space(norm: str) -> tuple[object, object]:
-    domain = odp.vector_domain(odp.atom_domain(T=odp.i64))
-    metric = odp.l1_distance(T=odp.i64) if norm == "l1" else odp.l2_distance(T=odp.i64)
-    return domain, metric
-
-
 def opendp_laplace(scale: float) -> odp.Measurement:
     """OpenDP's vectorised discrete Laplace measurement at ``scale`` (L1 metric over i64)."""
-    return odp.m.make_laplace(*_vector_space("l1"), scale=scale)
+    domain = odp.vector_domain(odp.atom_domain(T=odp.i64))
+    return odp.m.make_laplace(domain, odp.l1_distance(T=odp.i64), scale=scale)
 
 
 def opendp_gaussian(sigma: float) -> odp.Measurement:
     """OpenDP's vectorised discrete Gaussian measurement at ``sigma`` (L2 metric over i64)."""
-    return odp.m.make_gaussian(*_vector_space("l2"), scale=sigma)
+    domain = odp.vector_domain(odp.atom_domain(T=odp.i64))
+    return odp.m.make_gaussian(domain, odp.l2_distance(T=odp.i64), scale=sigma)
 
 
 class OpenDPNoise:

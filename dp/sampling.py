@@ -66,7 +66,9 @@ class OutputColumn:
     mapping: Mapping[str, float] | None = None
 
 
-def decode(codes: Mapping[str, IntArray], columns: Sequence[OutputColumn], rows: int, rng: np.random.Generator) -> pa.Table:
+def decode(
+    codes: Mapping[str, IntArray], columns: Sequence[OutputColumn], rows: int, rng: np.random.Generator
+) -> pa.Table:
     """Turn codes into a typed Arrow table with exactly ``columns``, in order."""
     arrays: dict[str, pa.Array] = {}
     decoded: dict[str, pa.Array] = {}

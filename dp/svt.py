@@ -66,7 +66,8 @@ class AboveThreshold:
     name = "AboveThreshold (discrete Laplace)"
 
     def __post_init__(self) -> None:
-        if isinstance(self.l1_sensitivity, bool) or not isinstance(self.l1_sensitivity, int) or self.l1_sensitivity <= 0:
+        sensitivity = self.l1_sensitivity
+        if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or sensitivity <= 0:
             raise ParameterError(f"AboveThreshold: l1_sensitivity ({self.l1_sensitivity!r}) must be a positive integer")
         if not isinstance(self.budget, PureBudget):
             raise ParameterError("AboveThreshold: budget must be a PureBudget (epsilon)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from dp.errors import InternalError
 from dp.marginals import ColumnDomain, ColumnRule, category_domain, numeric_domain
@@ -27,7 +28,7 @@ def column_domain(column: Column, bounds: Mapping[str, tuple[float, float]]) -> 
     else:
         raise InternalError(f"column {column.name!r} has neither public nor discovered bounds")
     assert column.bins is not None
-    kind = "int" if column.type == "int" else "float"
+    kind: Literal["int", "float"] = "int" if column.type == "int" else "float"
     return numeric_domain(column.name, kind, low, high, column.bins, nullable=column.nullable)
 
 

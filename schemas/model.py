@@ -329,7 +329,8 @@ def _binning(where: str, raw: Any, ctype: str) -> Binning:
         if kind == "width":
             width = _number(f"{where}.width", value)
             if width <= 0 or (ctype == "int" and width != int(width)):
-                raise _fail(f"{where}.width", f"({width}) must be a positive{' whole' if ctype == 'int' else ''} number")
+                rule = "a positive whole number" if ctype == "int" else "a positive number"
+                raise _fail(f"{where}.width", f"({width}) must be {rule}")
             return Binning("width", width)
         if kind == "count":
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
@@ -453,15 +454,15 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         loc = f"{where}: two_way[{i}]"
         if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
             raise _fail(loc, "must be a list of two different column names")
-        for name in pair:
+        for name in map(str, pair):
             if name not in schema.names:
                 raise _fail(loc, f"({name!r}) is not a declared column")
             if schema.column(name).derived:
                 raise _fail(loc, f"({name!r}) is derived from another column; pair its source instead")
-        key = (str(pair[0]), str(pair[1]))
-        if key in pairs or key[::-1] in pairs:
+        columns = (str(pair[0]), str(pair[1]))
+        if columns in pairs or (columns[1], columns[0]) in pairs:
             raise _fail(loc, "repeats an earlier pair")
-        pairs.append(key)
+        pairs.append(columns)
     if pairs and allocation["two_way"] <= 0:
         raise _fail(f"{where}: allocation.two_way", "must be positive when two_way pairs are listed")
 

@@ -15,5 +15,5 @@ echo "dprelease: setting up .venv (first run only; about a minute)..." >&2
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==0.13.9"
 .venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode -r requirements.lock
-.venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode --no-deps -e .
+.venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode --no-deps --config-settings editable_mode=compat -e .
 echo "$want" > "$stamp"

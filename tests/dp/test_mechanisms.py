@@ -18,7 +18,7 @@ class MechanismContract:
     def make(self, sensitivity, budget):
         raise NotImplementedError
 
-    budgets: list = []
+    budgets: tuple = ()
 
     def test_rejects_bad_sensitivity(self):
         for bad, rule in [(0, "must be positive"), (-2, "must be positive"), (1.5, "must be a positive integer"),
@@ -46,7 +46,7 @@ class MechanismContract:
 
 
 class TestDiscreteLaplace(MechanismContract):
-    budgets = [PureBudget(Fraction(1, 3)), PureBudget(Fraction(7, 10)), PureBudget(Fraction(1, 1000))]
+    budgets = (PureBudget(Fraction(1, 3)), PureBudget(Fraction(7, 10)), PureBudget(Fraction(1, 1000)))
 
     def make(self, sensitivity, budget):
         return DiscreteLaplace(l1_sensitivity=sensitivity, budget=budget)
@@ -74,7 +74,7 @@ class TestDiscreteLaplace(MechanismContract):
 
 
 class TestDiscreteGaussian(MechanismContract):
-    budgets = [ZCDPBudget(Fraction(1, 8)), ZCDPBudget(Fraction(1, 3)), ZCDPBudget(Fraction(1, 10000))]
+    budgets = (ZCDPBudget(Fraction(1, 8)), ZCDPBudget(Fraction(1, 3)), ZCDPBudget(Fraction(1, 10000)))
 
     def make(self, sensitivity, budget):
         return DiscreteGaussian(l2_sensitivity=sensitivity, budget=budget)

@@ -22,7 +22,8 @@ def test_scales_are_exactly_as_declared_and_loss_within_budget():
 
 
 def test_rejects_bad_arguments():
-    with pytest.raises(ParameterError, match=re.escape("AboveThreshold: l1_sensitivity (0) must be a positive integer")):
+    message = "AboveThreshold: l1_sensitivity (0) must be a positive integer"
+    with pytest.raises(ParameterError, match=re.escape(message)):
         AboveThreshold(0, PureBudget(Fraction(1)))
     with pytest.raises(ParameterError, match="budget must be a PureBudget"):
         AboveThreshold(1, ZCDPBudget(Fraction(1)))

@@ -1,0 +1,18 @@
+# The two commands of the README. Both set up .venv on first use (scripts/bootstrap.sh).
+.PHONY: example test lint bootstrap clean
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+## Run the bundled differentially private release of the Adult table and print where it went.
+example: bootstrap
+	@.venv/bin/dprelease release examples/adult/release.yaml --out releases
+
+## Run the test suite (unit, statistical privacy, end-to-end flows), then ruff and mypy.
+test: bootstrap
+	@.venv/bin/python -m pytest
+	@.venv/bin/python -m ruff check dp schemas tasks flows tests
+	@.venv/bin/python -m mypy
+
+clean:
+	rm -rf .venv .dprelease releases

@@ -1,0 +1,1 @@
+"""Prefect flows of dprelease and its command-line entry point."""

@@ -1,0 +1,132 @@
+"""The ``dprelease`` command line.
+
+``dprelease release SPEC``   run a release on the embedded Prefect API and print where it went;
+``dprelease plan SPEC``      print the budget plan (reads no data);
+``dprelease check SCHEMA DATA``  validate a table against a schema (the CI data-quality gate):
+exit 0 when the data passes, 1 when it fails the schema, 2 on a usage or schema error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from flows.settings import configure, state_dir
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dprelease", description="Differentially private synthetic-data releases.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rel = sub.add_parser("release", help="run a release described by a spec")
+    rel.add_argument("spec", help="release spec (YAML)")
+    rel.add_argument("--out", default="releases", help="output folder (default: ./releases)")
+    rel.add_argument("--ledger", default=None, help="privacy ledger (default: ./.dprelease/ledger.sqlite)")
+    rel.add_argument("--release-id", default=None, help="release id (default: a fresh one)")
+    plan = sub.add_parser("plan", help="print the budget plan of a spec without reading data")
+    plan.add_argument("spec")
+    plan.add_argument("--ledger", default=None, help="show the dataset's position in this ledger too")
+    check = sub.add_parser("check", help="validate a table against a schema (exit 0 pass, 1 fail, 2 error)")
+    check.add_argument("schema")
+    check.add_argument("data")
+    check.add_argument("--summary", default=None, help="write a JSON summary here (no data values)")
+    return parser
+
+
+def _default_ledger(value: str | None) -> str:
+    return value or str(state_dir() / "ledger.sqlite")
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    """Run the release flow on the embedded Prefect API."""
+    from dp.errors import BudgetExceededError
+    from flows.release import release
+
+    started = time.monotonic()
+    try:
+        target = release(spec=args.spec, out=args.out, ledger=_default_ledger(args.ledger), release_id=args.release_id)
+    except BudgetExceededError as err:
+        print(f"dprelease: refused: {err}", file=sys.stderr)
+        return EXIT_FAIL
+    print(f"\nRelease published in {time.monotonic() - started:.1f} s: {target}")
+    for name in ("synthetic", "marginals", "audit.md", "audit.json", "manifest.json", "internal"):
+        suffix = "   (steward only)" if name == "internal" else ""
+        print(f"  {Path(target) / name}{suffix}")
+    return EXIT_PASS
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Print the plan; reads the spec and schema only."""
+    from dp.accounting import Ledger
+    from dp.errors import LedgerError
+    from schemas.model import load_spec
+    from schemas.plan import plan_release
+
+    spec = load_spec(args.spec)
+    plan = plan_release(spec, "<new>", spec.seed or 0)
+    print("\n".join(plan.lines()))
+    ledger_path = Path(_default_ledger(args.ledger))
+    if ledger_path.exists():
+        with Ledger.open(ledger_path) as ledger:
+            try:
+                status = ledger.status(spec.dataset)
+            except LedgerError:
+                print(f"ledger {ledger_path}: no releases of {spec.dataset!r} yet")
+                return EXIT_PASS
+        fits = "fits" if plan.total.amount <= status.remaining else "does NOT fit"
+        print(f"ledger {ledger_path}: {status.unit} cap {float(status.cap):.6g}, spent {float(status.spent):.6g}, "
+              f"remaining {float(status.remaining):.6g}: this release {fits}")
+    return EXIT_PASS
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate DATA against SCHEMA; print failed rules (column and rule, never values)."""
+    from schemas.validation import validate_table
+
+    from schemas.model import load_schema
+    from tasks.ingest import InputError, check_structure, read_table
+
+    schema = load_schema(args.schema)
+    data = Path(args.data)
+    try:
+        structural = check_structure(data, schema)
+    except InputError as err:
+        print(f"dprelease check: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if structural:
+        failed = structural
+    else:
+        report = validate_table(read_table(data, schema.names), schema)
+        failed = report.failed_rules()
+    summary = {"schema": str(args.schema), "data": data.name, "passed": not failed, "failed_rules": failed}
+    if args.summary:
+        Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if failed:
+        print(f"FAIL: {data.name} does not match {Path(args.schema).name}:")
+        for line in failed:
+            print(f"  - {line}")
+        return EXIT_FAIL
+    print(f"PASS: {data.name} matches {Path(args.schema).name} ({len(schema.columns)} columns)")
+    return EXIT_PASS
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``dprelease`` console script."""
+    configure()
+    args = _parser().parse_args(argv)
+    from dp.errors import DPError
+    from schemas.model import SchemaError
+
+    try:
+        return {"release": cmd_release, "plan": cmd_plan, "check": cmd_check}[args.command](args)
+    except (SchemaError, DPError) as err:
+        print(f"dprelease: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""The release flow: one differentially private synthetic-data release, stage by stage."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+
+from dp.random import secure_seed
+from schemas.model import load_spec
+from tasks.bounds import find_bounds
+from tasks.evaluate import evaluate_utility
+from tasks.ingest import inspect_table
+from tasks.measure import measure_marginals
+from tasks.plan import plan_budget
+from tasks.publish import abort_release, provenance, publish_release, write_report
+from tasks.staging import create_staging, staging_dir
+from tasks.synthesize import synthesize
+from tasks.validate import validate_table
+
+
+def new_release_id() -> str:
+    """A fresh, sortable release id: UTC time plus a random suffix."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+@flow(name="release", log_prints=False, persist_result=False, validate_parameters=True)
+def release(
+    spec: str,
+    out: str = "releases",
+    ledger: str = ".dprelease/ledger.sqlite",
+    release_id: str | None = None,
+) -> str:
+    """Run one release described by ``spec``; returns the published release folder.
+
+    Parameters are public identifiers only (paths and an id), never data.
+
+    Args:
+        spec: Path of the release spec (YAML).
+        out: Folder under which ``<dataset>/<release_id>/`` is published.
+        ledger: Path of the privacy ledger (SQLite).
+        release_id: Id of the release; a fresh one is made when omitted.
+    """
+    logger = get_run_logger()
+    spec_path = str(Path(spec).resolve())
+    out_dir = Path(out).resolve()
+    ledger_path = str(Path(ledger).resolve())
+    rid = release_id or new_release_id()
+    load_spec(spec_path)  # fail on a bad spec before the ledger is touched
+    plan, before = plan_budget(spec_path, rid, ledger_path, secure_seed())
+    staging: Path | None = None
+    try:
+        staging = create_staging(staging_dir(out_dir, plan.dataset, rid))
+        inspect_table(plan)
+        validate_table(plan, str(staging))
+        bounds = find_bounds(plan, ledger_path)
+        marginals = measure_marginals(plan, bounds, ledger_path, str(staging))
+        synthesis = synthesize(plan, bounds, marginals, str(staging), provenance()["dprelease"])
+        evaluate_utility(plan, str(staging), synthesis.table_file)
+        write_report(plan, before, ledger_path, bounds, marginals, synthesis, str(staging))
+        target = publish_release(plan, str(staging), str(out_dir), ledger_path)
+    except BaseException:
+        abort_release(rid, staging, ledger_path)
+        raise
+    logger.info("release %s published: %s", rid, target)
+    return target

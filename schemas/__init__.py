@@ -1,0 +1,1 @@
+"""schemas: public, declarative descriptions of tables and releases, and their validation."""

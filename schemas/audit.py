@@ -1,0 +1,218 @@
+"""The public privacy audit report: a pure function of the plan, the ledger and the DP outputs.
+
+It states what was protected (privacy unit, definition, accountant, conversion), what was spent
+(per stage and per measurement, exactly, and against the lifetime budget), what each measurement's
+noise was, and which data-dependent choices were made privately. It never contains the real row
+count, counts of rows dropped or clamped, the input file's hash, timings, or any raw value: those
+are internal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from dp.accounting import Charge, LedgerStatus, Measurement
+from dp.budget import PureBudget, ZCDPBudget, approx_from_zcdp
+from schemas.model import ReleaseSpec
+from schemas.plan import ReleasePlan
+
+LIMITATIONS = (
+    "Trusted curator: dprelease reads the raw table; the guarantee covers what is published, not the machine that "
+    "ran the release.",
+    "Group privacy: a group of k privacy units is protected with k times the privacy loss (pure DP) or k² times rho "
+    "(zCDP).",
+    "Population-level inference is not prevented: differential privacy protects individuals, not statistics about "
+    "the population, which the release is meant to reveal.",
+    "The lifetime budget is the total over all releases of this dataset recorded in this ledger; releases recorded "
+    "elsewhere are not counted.",
+)
+
+
+def _exact(value: Fraction) -> dict[str, Any]:
+    return {"exact": f"{value.numerator}/{value.denominator}", "value": float(value)}
+
+
+def _approx(rho: Fraction, delta: Fraction) -> dict[str, Any]:
+    return _exact(approx_from_zcdp(ZCDPBudget(rho), delta).epsilon)
+
+
+def build_audit(
+    *,
+    plan: ReleasePlan,
+    spec: ReleaseSpec,
+    schema_sha256: str,
+    charges: Sequence[Charge],
+    before: LedgerStatus,
+    measurements: Sequence[Measurement],
+    discovered_bounds: Mapping[str, tuple[float, float, bool, bool]],
+    synthetic_rows: int,
+    model_edges: Sequence[tuple[str, str]],
+    provenance: Mapping[str, str],
+) -> dict[str, Any]:
+    """Assemble the public audit report (JSON-serialisable).
+
+    Args:
+        plan: The release plan.
+        spec: The release spec.
+        schema_sha256: Hash of the declared schema file (a public input).
+        charges: The ledger's rows for this release.
+        before: The dataset's ledger status before this release.
+        measurements: Provenance of every noisy measurement, in order.
+        discovered_bounds: column -> (lower, upper, lower found, upper found), DP outputs.
+        synthetic_rows: Rows of the synthetic table (the post-processed noisy count).
+        model_edges: The edges of the fitted model.
+        provenance: Package versions and the code commit.
+    """
+    zcdp = plan.definition == "zcdp"
+    unit = "rho" if zcdp else "epsilon"
+    spent = sum((c.loss for c in charges), Fraction(0))
+    by_stage: dict[str, Fraction] = {}
+    for c in charges:
+        by_stage[c.stage] = by_stage.get(c.stage, Fraction(0)) + c.loss
+    after_spent = before.spent + spent
+    budget: dict[str, Any] = {
+        "unit": unit,
+        "declared": {"epsilon": _exact(plan.epsilon), "delta": float(plan.delta)},
+        "reserved": _exact(plan.total.amount),
+        "booked": _exact(spent),
+        "stages": [
+            {"stage": stage, "allocated": _exact(plan.stages[stage].amount) if stage in plan.stages else None,
+             "booked": _exact(amount)}
+            for stage, amount in by_stage.items()
+        ],
+    }
+    if zcdp:
+        budget["booked_as_epsilon_delta"] = {"epsilon": _approx(spent, plan.delta), "delta": float(plan.delta)}
+    lifetime = {
+        "unit": unit,
+        "cap": _exact(before.cap),
+        "spent_before": _exact(before.spent),
+        "this_release": _exact(spent),
+        "remaining_after": _exact(before.cap - after_spent - before.reserved),
+        "renewal": "none: a lifetime budget is never renewed",
+    }
+    if zcdp:
+        lifetime["cap_as_epsilon_delta"] = {"epsilon": _approx(before.cap, plan.delta), "delta": float(plan.delta)}
+    rows = []
+    for m in measurements:
+        native = m.native_loss
+        rows.append({
+            "stage": m.stage,
+            "query": m.query,
+            "mechanism": m.mechanism,
+            "sensitivity": m.sensitivity,
+            "scale": m.scale,
+            "scale_kind": "sigma" if "Gaussian" in m.mechanism else "scale",
+            "booked": {unit: _exact(m.loss.amount)},
+            "native_loss": ({"epsilon": _exact(native.epsilon)} if isinstance(native, PureBudget)
+                            else {"rho": _exact(native.rho)}),
+            "cells": m.cells,
+            "noise_std": m.std,
+            "ci95_halfwidth": m.ci95,
+        })
+    return {
+        "format": "dprelease-audit/1",
+        "release_id": plan.release_id,
+        "dataset": plan.dataset,
+        "table": spec.schema.table,
+        "privacy": {
+            "unit": spec.schema.privacy_unit.describe(),
+            "neighbouring": "add/remove one privacy unit",
+            "definition": "rho-zero-concentrated DP (zCDP)" if zcdp else "pure epsilon-DP",
+            "accountant": ("zCDP: rho adds up over measurements; epsilon-DP pieces enter as epsilon²/2"
+                           if zcdp else "sequential composition of epsilon"),
+            "conversion": ("(epsilon, delta) = (rho + 2·sqrt(rho·ln(1/delta)), delta), Bun & Steinke 2016, "
+                           "Prop. 1.3; rounded up" if zcdp else "none"),
+            "delta": float(plan.delta),
+            "noise": "exact discrete samplers (OpenDP) over a secure random source",
+        },
+        "budget": budget,
+        "lifetime": lifetime,
+        "measurements": rows,
+        "private_choices": {
+            "discovered_bounds": {
+                col: {"lower": lo, "upper": hi, "lower_found": lf, "upper_found": uf,
+                      "note": "sparse vector technique; a bound not found falls back to the declared search range"}
+                for col, (lo, hi, lf, uf) in discovered_bounds.items()
+            },
+        },
+        "public_inputs": {
+            "schema_file": spec.schema_path.name,
+            "schema_sha256": schema_sha256,
+            "two_way_pairs": [list(p) for p in spec.two_way],
+            "allocation": {k: str(v) for k, v in spec.allocation.items()},
+        },
+        "post_processing": {
+            "row_count": "inverse-variance-weighted total of all noisy marginals, rounded",
+            "consistency": "each marginal projected onto non-negative tables with that total, then rounded "
+                           "(largest remainder)",
+            "model": "tree over the measured 2-way marginals (parent -> child)",
+            "model_edges": [list(e) for e in model_edges],
+            "sampling_seed": plan.seed,
+            "synthetic_rows": synthetic_rows,
+        },
+        "provenance": dict(provenance),
+        "limitations": list(LIMITATIONS),
+    }
+
+
+def render_markdown(audit: Mapping[str, Any]) -> str:
+    """A human-readable rendering of :func:`build_audit`'s output."""
+    unit = audit["budget"]["unit"]
+    lines = [
+        f"# Privacy audit: release `{audit['release_id']}` of `{audit['dataset']}`",
+        "",
+        f"- Privacy unit: {audit['privacy']['unit']}",
+        f"- Definition: {audit['privacy']['definition']}; accountant: {audit['privacy']['accountant']}",
+        f"- Conversion: {audit['privacy']['conversion']}",
+        f"- Noise: {audit['privacy']['noise']}",
+        "",
+        "## Budget of this release",
+        "",
+        f"Declared: epsilon = {audit['budget']['declared']['epsilon']['value']:g}, "
+        f"delta = {audit['budget']['declared']['delta']:g}. "
+        f"Reserved {unit} = {audit['budget']['reserved']['value']:.6g}; booked {unit} = "
+        f"{audit['budget']['booked']['value']:.6g} (exact {audit['budget']['booked']['exact']}).",
+    ]
+    if "booked_as_epsilon_delta" in audit["budget"]:
+        conv = audit["budget"]["booked_as_epsilon_delta"]
+        lines.append(f"Booked as (epsilon, delta): ({conv['epsilon']['value']:.6g}, {conv['delta']:g}).")
+    lines += ["", f"| stage | allocated {unit} | booked {unit} |", "|---|---|---|"]
+    for s in audit["budget"]["stages"]:
+        allocated = f"{s['allocated']['value']:.6g}" if s["allocated"] else "-"
+        lines.append(f"| {s['stage']} | {allocated} | {s['booked']['value']:.6g} |")
+    life = audit["lifetime"]
+    lines += [
+        "", "## Lifetime budget of the dataset", "",
+        "| cap | spent before | this release | remaining |", "|---|---|---|---|",
+        f"| {life['cap']['value']:.6g} | {life['spent_before']['value']:.6g} | {life['this_release']['value']:.6g} | "
+        f"{life['remaining_after']['value']:.6g} |",
+        "", f"({unit}; {life['renewal']})",
+        "", "## Measurements", "",
+        f"| stage | query | mechanism | sensitivity | scale | booked {unit} | noise std | 95% ± |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for m in audit["measurements"]:
+        std = f"{m['noise_std']:.4g}" if m["noise_std"] is not None else "-"
+        ci = f"{m['ci95_halfwidth']:.4g}" if m["ci95_halfwidth"] is not None else "-"
+        lines.append(f"| {m['stage']} | `{m['query']}` | {m['mechanism']} | {m['sensitivity']} | "
+                     f"{m['scale']:.6g} | {m['booked'][unit]['value']:.6g} | {std} | {ci} |")
+    bounds = audit["private_choices"]["discovered_bounds"]
+    if bounds:
+        lines += ["", "## Bounds discovered privately (sparse vector technique)", "",
+                  "| column | lower | upper |", "|---|---|---|"]
+        for col, b in bounds.items():
+            lines.append(f"| {col} | {b['lower']:g}{'' if b['lower_found'] else ' (search range)'} | "
+                         f"{b['upper']:g}{'' if b['upper_found'] else ' (search range)'} |")
+    post = audit["post_processing"]
+    lines += ["", "## Post-processing and sampling", "",
+              f"- Row count: {post['row_count']}; synthetic rows: {post['synthetic_rows']}",
+              f"- Consistency: {post['consistency']}",
+              f"- Model: {post['model']}: " + ", ".join(f"{a} -> {b}" for a, b in post["model_edges"]),
+              f"- Sampling seed (public): {post['sampling_seed']}",
+              "", "## Provenance", ""]
+    lines += [f"- {k}: {v}" for k, v in audit["provenance"].items()]
+    lines += ["", "## Limitations", ""] + [f"- {text}" for text in audit["limitations"]]
+    return "\n".join(lines) + "\n"

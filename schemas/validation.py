@@ -1,0 +1,399 @@
+"""Validating a sensitive table against its schema, without ever keeping a value read from it.
+
+Two layers. :func:`structural_problems` checks the Arrow schema only (column names and physical
+types; no row is read). :func:`validate_table` then runs a Great Expectations 1.x suite generated
+from the schema by :func:`build_suite` (column exists, not null, values in the declared categories,
+values between the public bounds or finite, whole numbers) on the columns that are structurally sound.
+
+Great Expectations results are reduced at once to :class:`ExpectationOutcome` records that keep the
+expectation type, the column, the outcome, two counts and a rule text written from the schema;
+``observed_value``, ``partial_unexpected_list`` and every other field that could hold a value from
+the table are dropped. Counts go to the steward-only internal report (:meth:`ValidationReport.to_dict`),
+never to :meth:`ValidationReport.failed_rules`.
+
+Great Expectations takes seconds to import, so it is imported inside the functions that use it:
+``import schemas.validation`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections import Counter
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from dp.errors import InternalError
+from schemas.model import Column, TableSchema
+
+if TYPE_CHECKING:
+    import great_expectations as gx
+    import pandas as pd
+    from great_expectations.core.expectation_validation_result import ExpectationSuiteValidationResult
+    from great_expectations.expectations.expectation import Expectation
+
+__all__ = [
+    "ExpectationOutcome",
+    "Problem",
+    "ValidationReport",
+    "build_suite",
+    "structural_problems",
+    "validate_table",
+]
+
+RESULT_FORMAT: dict[str, Any] = {"result_format": "BASIC", "partial_unexpected_count": 0}
+"""Counts only: no partial or full lists of unexpected values are requested."""
+
+_RULE_KEY = "dprelease_rule"
+_EXISTS = "expect_column_to_exist"
+_FINITE = sys.float_info.max
+
+# Pandas masked dtypes for Arrow integers: nullable without turning into float64, and recognised
+# by GE's type-list check by class name (GE cannot name an ``ArrowDtype`` in a type list).
+_INTEGER_DTYPE_NAMES = (
+    "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype",
+    "UInt8Dtype", "UInt16Dtype", "UInt32Dtype", "UInt64Dtype",
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A structural problem: a declared column is missing, duplicated or of the wrong type.
+
+    Attributes:
+        column: The declared column's name.
+        rule: The rule it breaks; may name an Arrow type (file metadata), never a value.
+    """
+
+    column: str
+    rule: str
+
+    def __str__(self) -> str:
+        return f"column {self.column!r}: {self.rule}"
+
+
+@dataclass(frozen=True)
+class ExpectationOutcome:
+    """What is kept of one Great Expectations result: no value from the table.
+
+    Attributes:
+        expectation_type: The GE expectation, e.g. ``expect_column_values_to_be_in_set``.
+        column: The column it checks.
+        success: Whether the check passed.
+        rule: Human-readable rule, written from the schema (public bounds and category counts).
+        element_count: Rows checked, or None for checks on the column as a whole.
+        unexpected_count: Rows breaking the rule (nulls excluded except by the not-null check),
+            or None for checks on the column as a whole.
+        errored: True when GE could not evaluate the check (counted as a failure).
+    """
+
+    expectation_type: str
+    column: str
+    success: bool
+    rule: str
+    element_count: int | None = None
+    unexpected_count: int | None = None
+    errored: bool = False
+
+    def line(self) -> str:
+        """The failed-rule line: column and rule, no counts, no values."""
+        suffix = " (the check could not be evaluated)" if self.errored else ""
+        return f"column {self.column!r}: {self.rule}{suffix}"
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """The outcome of validating one table against its schema.
+
+    Attributes:
+        table: The schema's table name.
+        structural: Problems with the Arrow schema (names and types).
+        expectations: Outcomes of the Great Expectations suite, in suite order.
+    """
+
+    table: str
+    structural: list[Problem] = field(default_factory=list)
+    expectations: list[ExpectationOutcome] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        """True when there is no structural problem and every expectation passed."""
+        return not self.structural and all(e.success for e in self.expectations)
+
+    def failed_rules(self) -> list[str]:
+        """One line per failed check, naming the column and the rule (no values, no counts).
+
+        A missing column is named once although both the structural check and GE's
+        column-exists expectation fail for it.
+        """
+        lines = [str(p) for p in self.structural]
+        lines += [e.line() for e in self.expectations if not e.success]
+        return list(dict.fromkeys(lines))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form for the steward-only internal report (counts included)."""
+        return {
+            "table": self.table,
+            "success": self.success,
+            "structural": [asdict(p) for p in self.structural],
+            "expectations": [asdict(e) for e in self.expectations],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Structure (no rows read)
+
+
+def _is_string(arrow_type: pa.DataType) -> bool:
+    return bool(pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+                or pa.types.is_string_view(arrow_type))
+
+
+def _type_rule(column: Column, arrow_type: pa.DataType) -> str | None:
+    """The type rule ``arrow_type`` breaks for ``column``, or None when it fits."""
+    if column.type == "int":
+        if not pa.types.is_integer(arrow_type):
+            return f"must have an integer type (found {arrow_type})"
+    elif column.type == "float":
+        if not (pa.types.is_floating(arrow_type) or pa.types.is_integer(arrow_type)):
+            return f"must have a floating-point or integer type (found {arrow_type})"
+    elif not (_is_string(arrow_type) or (pa.types.is_dictionary(arrow_type)
+                                         and _is_string(arrow_type.value_type))):
+        return f"must have a string or dictionary-of-string type (found {arrow_type})"
+    return None
+
+
+def structural_problems(schema: TableSchema, arrow_schema: pa.Schema) -> list[Problem]:
+    """Problems of a file's Arrow schema against the table schema; no data is read.
+
+    Every declared column (derived ones too) must be present exactly once with a fitting
+    physical type: an Arrow integer for ``int``; floating-point or integer for ``float``;
+    string, large_string, string_view or dictionary-of-string for ``category``. Undeclared
+    columns are ignored (duplicated ones included).
+
+    Args:
+        schema: The table schema.
+        arrow_schema: The file's Arrow schema.
+
+    Returns:
+        The problems, in schema order; empty when the structure fits.
+    """
+    counts = Counter(arrow_schema.names)
+    problems = []
+    for column in schema.columns:
+        found = counts[column.name]
+        if found == 0:
+            problems.append(Problem(column.name, "must be present"))
+        elif found > 1:
+            problems.append(Problem(column.name, f"must appear only once (found {found} columns with this name)"))
+        else:
+            rule = _type_rule(column, arrow_schema.field(column.name).type)
+            if rule is not None:
+                problems.append(Problem(column.name, rule))
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# The expectation suite (public: generated from the schema only)
+
+
+def _number(value: float, whole: bool) -> str:
+    return str(int(value)) if whole or float(value).is_integer() else repr(float(value))
+
+
+def build_suite(schema: TableSchema, *, checkable: Collection[str] | None = None) -> gx.ExpectationSuite:
+    """The Great Expectations suite of a schema; each expectation carries its rule in ``meta``.
+
+    Every declared column must exist. Columns in ``checkable`` (default: all) also get value
+    checks: not null (non-nullable columns); values in the declared categories (category
+    columns; GE's in-set check ignores nulls); values between the public bounds (numeric columns
+    with public bounds) or finite (float columns without them); whole numbers (``int`` columns:
+    a nullable integer dtype, see :func:`validate_table`).
+
+    Args:
+        schema: The table schema.
+        checkable: Columns whose values are checked (structurally sound ones).
+
+    Returns:
+        A suite that is not attached to any Data Context.
+    """
+    _quiet_great_expectations()
+    import great_expectations as gx
+    from great_expectations.expectations.core.expect_column_to_exist import ExpectColumnToExist
+    from great_expectations.expectations.core.expect_column_values_to_be_between import (
+        ExpectColumnValuesToBeBetween,
+    )
+    from great_expectations.expectations.core.expect_column_values_to_be_in_set import ExpectColumnValuesToBeInSet
+    from great_expectations.expectations.core.expect_column_values_to_be_in_type_list import (
+        ExpectColumnValuesToBeInTypeList,
+    )
+    from great_expectations.expectations.core.expect_column_values_to_not_be_null import (
+        ExpectColumnValuesToNotBeNull,
+    )
+
+    suite = gx.ExpectationSuite(name=f"dprelease-{schema.table}")
+
+    def add(expectation: Expectation, rule: str) -> None:
+        expectation.meta = {_RULE_KEY: rule}
+        suite.add_expectation(expectation)
+
+    for column in schema.columns:
+        name = column.name
+        add(ExpectColumnToExist(column=name), "must be present")
+        if checkable is not None and name not in checkable:
+            continue
+        if not column.nullable:
+            add(ExpectColumnValuesToNotBeNull(column=name), "values must not be null")
+        if column.type == "category":
+            count = len(column.categories)
+            noun = "category" if count == 1 else "categories"
+            add(ExpectColumnValuesToBeInSet(column=name, value_set=list(column.categories)),
+                f"values must be in the {count} declared {noun}")
+            continue
+        if column.has_public_bounds:
+            assert column.min is not None and column.max is not None
+            whole = column.type == "int"
+            add(ExpectColumnValuesToBeBetween(column=name, min_value=column.min, max_value=column.max),
+                f"values must be between {_number(column.min, whole)} and {_number(column.max, whole)}")
+        elif column.type == "float":
+            add(ExpectColumnValuesToBeBetween(column=name, min_value=-_FINITE, max_value=_FINITE),
+                "values must be finite numbers")
+        if column.type == "int":
+            add(ExpectColumnValuesToBeInTypeList(column=name, type_list=list(_INTEGER_DTYPE_NAMES)),
+                "values must be whole numbers")
+    return suite
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the suite
+
+
+def _quiet_great_expectations() -> None:
+    """Hold GE's logging at WARNING before it is imported: its DEBUG/INFO output is copious."""
+    gx_logger = logging.getLogger("great_expectations")
+    if gx_logger.getEffectiveLevel() < logging.WARNING:
+        gx_logger.setLevel(logging.WARNING)
+
+
+def _canonical(chunked: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
+    """One type per kind: strings for categories, float64 for floats, integers unchanged."""
+    if column.type == "category":
+        return chunked.cast(pa.string())
+    if pa.types.is_floating(chunked.type):
+        return chunked.cast(pa.float64())
+    return chunked
+
+
+def _dataframe(table: pa.Table, schema: TableSchema, checkable: Collection[str]) -> pd.DataFrame:
+    """The frame GE sees: checkable columns converted; other present ones as empty placeholders.
+
+    Integers become pandas masked dtypes (``Int64``...), so nulls do not turn them into float64;
+    strings and floats become ``ArrowDtype`` (a float NaN stays distinct from a null, and so
+    fails a bounds check instead of passing as missing). A column that is present but unsound
+    (wrong type, duplicated) gets an all-null object placeholder so that GE's column-exists check
+    reflects the file; its values are never checked or converted.
+    """
+    import pandas as pd
+
+    masked = {
+        pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
+        pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype(),
+    }
+
+    def dtype_for(arrow_type: pa.DataType) -> Any:
+        return masked.get(arrow_type) or pd.ArrowDtype(arrow_type)
+
+    names = [c.name for c in schema.columns if c.name in checkable]
+    arrays = [_canonical(table[name], schema.column(name)) for name in names]
+    frame = pa.table(arrays, names=names).to_pandas(types_mapper=dtype_for) if names else \
+        pd.DataFrame(index=pd.RangeIndex(table.num_rows))
+    present = set(table.column_names)
+    for column in schema.columns:
+        if column.name in present and column.name not in checkable:
+            frame[column.name] = pd.Series([None] * table.num_rows, index=frame.index, dtype=object)
+    return frame
+
+
+def _count(result: dict[str, Any], key: str) -> int | None:
+    value = result.get(key)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _raised(exception_info: Any) -> bool:
+    """Whether GE could not evaluate a check (its messages and tracebacks are never kept).
+
+    GE reports an expectation's own exception as ``{"raised_exception": ..., ...}`` and failed
+    metrics as ``{metric_id: exception_info, ...}``.
+    """
+    if not isinstance(exception_info, dict) or not exception_info:
+        return False
+    if "raised_exception" in exception_info:
+        return bool(exception_info["raised_exception"])
+    return True
+
+
+def _column_of(expectation: Expectation) -> str:
+    return str(expectation.configuration.kwargs.get("column"))
+
+
+def _outcomes(suite: gx.ExpectationSuite, results: ExpectationSuiteValidationResult) -> list[ExpectationOutcome]:
+    """Reduce GE results to outcomes in suite order, keeping counts and never a value."""
+    order = {(e.expectation_type, _column_of(e)): i for i, e in enumerate(suite.expectations)}
+    outcomes = []
+    for res in results.results:
+        config = res.expectation_config
+        if config is None:
+            raise InternalError("a Great Expectations result has no expectation configuration")
+        column = str(config.kwargs.get("column"))
+        errored = _raised(res.exception_info)
+        raw = res.result if isinstance(res.result, dict) else {}
+        outcomes.append(ExpectationOutcome(
+            expectation_type=str(config.type),
+            column=column,
+            success=bool(res.success) and not errored,
+            rule=str((config.meta or {}).get(_RULE_KEY, config.type)),
+            element_count=_count(raw, "element_count"),
+            unexpected_count=_count(raw, "unexpected_count"),
+            errored=errored,
+        ))
+    outcomes.sort(key=lambda o: order.get((o.expectation_type, o.column), len(order)))
+    return outcomes
+
+
+def validate_table(table: pa.Table, schema: TableSchema) -> ValidationReport:
+    """Validate a table against its schema: structure, then a Great Expectations suite.
+
+    The suite (:func:`build_suite`) runs in a fresh ephemeral Data Context on a pandas frame of
+    the structurally sound columns; a missing or mistyped column is reported, not fatal. Results
+    are requested without value lists and reduced to :class:`ExpectationOutcome` records.
+
+    Args:
+        table: The sensitive table (extra columns are ignored).
+        schema: The table schema.
+
+    Returns:
+        The report; ``success`` is False when any structural check or expectation fails.
+    """
+    structural = structural_problems(schema, table.schema)
+    unsound = {p.column for p in structural}
+    checkable = {c.name for c in schema.columns} - unsound
+
+    _quiet_great_expectations()
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    batch_definition = (
+        context.data_sources.add_pandas("dprelease")
+        .add_dataframe_asset(schema.table)
+        .add_batch_definition_whole_dataframe("whole-table")
+    )
+    suite = build_suite(schema, checkable=checkable)
+    batch = batch_definition.get_batch(batch_parameters={"dataframe": _dataframe(table, schema, checkable)})
+    results = batch.validate(suite, result_format=dict(RESULT_FORMAT))
+    return ValidationReport(schema.table, structural, _outcomes(suite, results))

@@ -1,0 +1,121 @@
+"""Write the audit report and manifest, then publish the staged release atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from prefect import get_run_logger, task
+
+from dp.accounting import Ledger, LedgerStatus
+from dp.marginals import NoisyMarginal
+from dp.svt import DiscoveredBounds
+from schemas.audit import build_audit, render_markdown
+from schemas.model import load_spec
+from schemas.plan import ReleasePlan
+from tasks import PUBLIC, SENSITIVE
+from tasks.evaluate import file_sha256
+from tasks.staging import INTERNAL, final_dir
+from tasks.synthesize import SynthesisResult
+
+PACKAGES = ("dprelease", "opendp", "prefect", "great-expectations", "numpy", "pyarrow", "pandas")
+
+
+def provenance() -> dict[str, str]:
+    """Package versions and the code commit (public)."""
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    try:
+        root = Path(__file__).resolve().parents[1]
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    out["commit"] = commit or "unknown"
+    return out
+
+
+@task(name="write_report", **PUBLIC)
+def write_report(
+    plan: ReleasePlan,
+    before: LedgerStatus,
+    ledger_path: str,
+    bounds: list[DiscoveredBounds],
+    marginals: list[NoisyMarginal],
+    synthesis: SynthesisResult,
+    staging: str,
+) -> None:
+    """Render ``audit.json`` and ``audit.md`` from the plan, the ledger and the DP outputs."""
+    spec = load_spec(plan.spec_path)
+    with Ledger.open(Path(ledger_path)) as ledger:
+        charges = ledger.charges(release_id=plan.release_id)
+    measurements = [m for b in bounds for m in b.measurements] + [m.measurement for m in marginals]
+    audit = build_audit(
+        plan=plan, spec=spec, schema_sha256=file_sha256(spec.schema_path), charges=charges, before=before,
+        measurements=measurements,
+        discovered_bounds={b.column: (b.lower, b.upper, b.lower_found, b.upper_found) for b in bounds},
+        synthetic_rows=synthesis.rows, model_edges=synthesis.model_edges, provenance=provenance(),
+    )
+    root = Path(staging)
+    (root / "audit.json").write_text(json.dumps(audit, indent=2) + "\n", encoding="utf-8")
+    (root / "audit.md").write_text(render_markdown(audit), encoding="utf-8")
+
+
+def _manifest(plan: ReleasePlan, root: Path) -> dict[str, object]:
+    spec = load_spec(plan.spec_path)
+    files = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        relative = path.relative_to(root)
+        if relative.parts[0] == INTERNAL or relative.name == "manifest.json":
+            continue
+        files.append({"path": relative.as_posix(), "bytes": path.stat().st_size, "sha256": file_sha256(path)})
+    return {
+        "release_id": plan.release_id,
+        "dataset": plan.dataset,
+        "files": files,
+        "spec": Path(plan.spec_path).read_text(encoding="utf-8"),
+        "schema": spec.schema_path.read_text(encoding="utf-8"),
+        "provenance": provenance(),
+    }
+
+
+@task(name="publish_release", **SENSITIVE)
+def publish_release(plan: ReleasePlan, staging: str, out: str, ledger_path: str) -> str:
+    """Write the manifest, verify it, rename the staging folder into place and close the ledger entry."""
+    root = Path(staging)
+    manifest = _manifest(plan, root)
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    for entry in manifest["files"]:  # type: ignore[attr-defined]
+        if file_sha256(root / entry["path"]) != entry["sha256"]:
+            raise RuntimeError(f"staged file {entry['path']} changed before publication")
+    target = final_dir(Path(out), plan.dataset, plan.release_id)
+    if target.exists():
+        raise FileExistsError(f"release folder {target} already exists")
+    os.rename(root, target)
+    with Ledger.open(Path(ledger_path)) as ledger:
+        ledger.publish(plan.release_id)
+    get_run_logger().info("published release %s to %s", plan.release_id, target)
+    return str(target)
+
+
+def abort_release(release_id: str, staging: Path | None, ledger_path: str) -> None:
+    """After a failure: remove the staging folder, close the reservation as failed.
+
+    Drawn charges stay in the ledger; the undrawn rest of the reservation is released.
+    """
+    if staging is not None and staging.exists():
+        shutil.rmtree(staging, ignore_errors=True)
+    with Ledger.open(Path(ledger_path)) as ledger:
+        try:
+            if ledger.release_status(release_id) == "reserved":
+                ledger.fail(release_id)
+        except Exception:
+            return

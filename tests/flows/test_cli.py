@@ -1,0 +1,53 @@
+"""The dprelease command line: check (the CI gate) and plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from flows.cli import main
+
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+
+
+def test_check_passes_on_adult(capsys):
+    assert main(["check", str(ADULT / "schema.yaml"), str(ADULT / "adult.parquet")]) == 0
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_check_fails_on_a_wrong_type(tmp_path, capsys):
+    table = pq.read_table(ADULT / "adult.parquet")
+    table = table.set_column(0, "age", pc.cast(table.column("age"), pa.string()))
+    pq.write_table(table, tmp_path / "bad.parquet")
+    code = main(["check", str(ADULT / "schema.yaml"), str(tmp_path / "bad.parquet"), "--summary",
+                 str(tmp_path / "summary.json")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "'age'" in out and "integer" in out
+    assert "39" not in out and "50" not in out  # the first ages of Adult: no data value is printed
+    assert '"passed": false' in (tmp_path / "summary.json").read_text()
+
+
+def test_check_fails_on_a_missing_column(tmp_path, capsys):
+    table = pq.read_table(ADULT / "adult.parquet").drop_columns(["hours-per-week"])
+    pq.write_table(table, tmp_path / "bad.parquet")
+    assert main(["check", str(ADULT / "schema.yaml"), str(tmp_path / "bad.parquet")]) == 1
+    assert "hours-per-week" in capsys.readouterr().out
+
+
+def test_check_exit_2_on_a_bad_schema_or_unreadable_file(tmp_path, capsys):
+    bad_schema = tmp_path / "schema.yaml"
+    bad_schema.write_text("table: t\ncolumns: {age: {type: int, min: 9, max: 1}}\n")
+    assert main(["check", str(bad_schema), str(ADULT / "adult.parquet")]) == 2
+    (tmp_path / "x.parquet").write_bytes(b"not parquet")
+    assert main(["check", str(ADULT / "schema.yaml"), str(tmp_path / "x.parquet")]) == 2
+    assert "not a readable Parquet file" in capsys.readouterr().err
+
+
+def test_plan_prints_the_budget_without_data(tmp_path, capsys):
+    assert main(["plan", str(ADULT / "release.yaml"), "--ledger", str(tmp_path / "none.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert "reserved: rho=" in out and "marginal(income,education)" in out

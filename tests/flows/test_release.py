@@ -1,0 +1,196 @@
+"""End-to-end releases of the Adult table under the Prefect test harness."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import stat
+from fractions import Fraction
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from dp.accounting import Ledger
+from dp.errors import BudgetExceededError
+from schemas.model import load_schema, load_spec
+
+pytestmark = pytest.mark.e2e
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+CANARY_TEXT = "CANARY_Zq7xW"
+CANARY_NUMBER = 987654321
+
+
+def _example(tmp_path: Path, table: pa.Table | None = None, **changes) -> Path:
+    """A copy of the Adult example in tmp_path, optionally with another table and spec changes."""
+    folder = tmp_path / "example"
+    folder.mkdir()
+    shutil.copy(ADULT / "schema.yaml", folder / "schema.yaml")
+    if table is None:
+        shutil.copy(ADULT / "adult.parquet", folder / "adult.parquet")
+    else:
+        pq.write_table(table, folder / "adult.parquet")
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc.update(changes)
+    (folder / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return folder / "release.yaml"
+
+
+def _canary_table() -> pa.Table:
+    """Adult with canary values in cells that row-level handling must clamp or drop."""
+    table = pq.read_table(ADULT / "adult.parquet")
+    occupation = table.column("occupation").to_pylist()
+    occupation[5] = CANARY_TEXT
+    gain = table.column("capital-gain").to_pylist()
+    gain[7] = CANARY_NUMBER
+    table = table.set_column(table.column_names.index("occupation"), "occupation", pa.array(occupation))
+    return table.set_column(table.column_names.index("capital-gain"), "capital-gain", pa.array(gain, pa.int64()))
+
+
+def _public_files(release: Path) -> list[Path]:
+    return [p for p in release.rglob("*") if p.is_file() and "internal" not in p.relative_to(release).parts]
+
+
+@pytest.fixture(scope="module")
+def adult_release(prefect_harness, tmp_path_factory):
+    from flows.release import release
+
+    tmp = tmp_path_factory.mktemp("adult")
+    spec = _example(tmp, _canary_table())
+    ledger = tmp / "ledger.sqlite"
+    target = release(spec=str(spec), out=str(tmp / "out"), ledger=str(ledger), release_id="r-e2e-1")
+    return Path(target), spec, ledger
+
+
+def test_synthetic_table_matches_the_schema(adult_release):
+    target, _, _ = adult_release
+    schema = load_schema(ADULT / "schema.yaml")
+    table = pq.read_table(target / "synthetic" / "adult.parquet")
+    assert table.column_names == list(schema.names)
+    for column in schema.columns:
+        arrow_type = table.schema.field(column.name).type
+        if column.type == "category":
+            assert arrow_type == pa.string()
+            values = set(pc.unique(table.column(column.name)).to_pylist()) - {None}
+            assert values <= set(column.categories), column.name
+        else:
+            assert arrow_type == pa.int64()
+            if column.has_public_bounds:
+                assert pc.min(table.column(column.name)).as_py() >= column.min
+                assert pc.max(table.column(column.name)).as_py() <= column.max
+        if not column.nullable:
+            assert table.column(column.name).null_count == 0, column.name
+    metadata = table.schema.metadata
+    assert metadata[b"dprelease.release_id"] == b"r-e2e-1"
+
+
+def test_row_count_comes_from_the_noisy_count(adult_release):
+    target, _, _ = adult_release
+    audit = json.loads((target / "audit.json").read_text())
+    rows = pq.ParquetFile(target / "synthetic" / "adult.parquet").metadata.num_rows
+    assert rows == audit["post_processing"]["synthetic_rows"]
+    assert "inverse-variance" in audit["post_processing"]["row_count"]
+
+
+def test_audit_lists_every_measurement_and_composes_exactly(adult_release):
+    target, spec_path, ledger_path = adult_release
+    spec = load_spec(spec_path)
+    audit = json.loads((target / "audit.json").read_text())
+    measurements = audit["measurements"]
+    assert len(measurements) == 14 + len(spec.two_way) + 2 * 3  # 1-way, 2-way, two SVT runs per column
+    for m in measurements:
+        assert m["mechanism"] and m["sensitivity"] and m["scale"] > 0
+        assert Fraction(m["booked"]["rho"]["exact"]) > 0
+    booked = sum(Fraction(m["booked"]["rho"]["exact"]) for m in measurements)
+    assert booked == Fraction(audit["budget"]["booked"]["exact"])
+    assert booked <= spec.budget.amount
+    with Ledger.open(ledger_path) as ledger:
+        charges = ledger.charges(release_id="r-e2e-1")
+        assert sum(c.loss for c in charges) == booked
+        assert ledger.release_status("r-e2e-1") == "published"
+        ledger.verify()
+    assert audit["budget"]["booked_as_epsilon_delta"]["epsilon"]["value"] <= 1
+
+
+def test_public_files_hold_no_raw_or_internal_values(adult_release, caplog):
+    target, _, _ = adult_release
+    manifest = json.loads((target / "manifest.json").read_text())
+    listed = {f["path"] for f in manifest["files"]}
+    for path in _public_files(target):
+        if path.name == "manifest.json":
+            continue
+        rel = path.relative_to(target).as_posix()
+        assert rel in listed
+        entry = next(f for f in manifest["files"] if f["path"] == rel)
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"]
+    for path in _public_files(target):
+        data = path.read_bytes()
+        assert CANARY_TEXT.encode() not in data, path
+        assert str(CANARY_NUMBER).encode() not in data, path
+    audit = (target / "audit.json").read_text()
+    assert "32561" not in audit  # the real row count is never published
+    assert "sha256" not in json.loads(audit)["public_inputs"].get("input", {})
+
+
+def test_internal_folder_is_steward_only(adult_release):
+    target, _, _ = adult_release
+    internal = target / "internal"
+    assert stat.S_IMODE(internal.stat().st_mode) == 0o700
+    names = {p.name for p in internal.iterdir()}
+    assert {"validation.json", "utility.json", "row_handling.json", "input.json"} <= names
+    for path in internal.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    handling = json.loads((internal / "row_handling.json").read_text())
+    assert handling["dropped_unknown"].get("occupation") == 1
+    utility = json.loads((internal / "utility.json").read_text())
+    assert 0 <= utility["tvd1"] < 0.05 and 0 <= utility["tvd2"] < 0.15
+
+
+def test_second_release_beyond_the_lifetime_budget_is_refused_before_reading_data(prefect_harness, tmp_path):
+    from flows.release import release
+
+    spec = _example(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9})
+    ledger = tmp_path / "ledger.sqlite"
+    release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(ledger), release_id="first")
+    (spec.parent / "adult.parquet").rename(spec.parent / "moved-away.parquet")  # reading it now would fail
+    with pytest.raises(BudgetExceededError) as info:
+        release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(ledger), release_id="second")
+    message = str(info.value)
+    assert "us-cps-1994-adult" in message and "requests rho=" in message and "remains" in message
+    assert not (tmp_path / "out" / "us-cps-1994-adult" / "second").exists()
+    with Ledger.open(ledger) as book:
+        assert [c.release_id for c in book.charges()] == ["first"] * len(book.charges())
+
+
+def test_a_failing_stage_publishes_nothing_and_keeps_drawn_charges(prefect_harness, tmp_path, monkeypatch):
+    import flows.release
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected failure after measurement")
+
+    monkeypatch.setattr(flows.release, "synthesize", broken)
+    spec = _example(tmp_path)
+    ledger = tmp_path / "ledger.sqlite"
+    with pytest.raises(RuntimeError, match="injected failure"):
+        flows.release.release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(ledger), release_id="broken")
+    dataset_dir = tmp_path / "out" / "us-cps-1994-adult"
+    assert not dataset_dir.exists() or list(dataset_dir.iterdir()) == []
+    with Ledger.open(ledger) as book:
+        assert book.release_status("broken") == "failed"
+        assert len(book.charges(release_id="broken")) == 14 + 13 + 6  # drawn, never refunded
+        assert book.status("us-cps-1994-adult").reserved == 0
+
+
+def test_logs_hold_no_raw_value(prefect_harness, tmp_path, caplog):
+    from flows.release import release
+
+    caplog.set_level(logging.DEBUG)
+    spec = _example(tmp_path, _canary_table())
+    release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="logs")
+    assert caplog.records
+    assert CANARY_TEXT not in caplog.text and str(CANARY_NUMBER) not in caplog.text
