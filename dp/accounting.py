@@ -34,7 +34,7 @@ from typing import Protocol
 import numpy as np
 
 from dp.budget import Budget, Definition, PureBudget, ZCDPBudget, describe, zcdp_from_pure
-from dp.errors import BudgetExceededError, LedgerError, ParameterError
+from dp.errors import BudgetExceededError, LedgerError
 from dp.mechanisms import Mechanism
 from dp.random import IntArray, NoiseSource
 
@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS datasets (
     dataset TEXT PRIMARY KEY,
     definition TEXT NOT NULL,
     cap TEXT NOT NULL,
+    release_cap TEXT,
     delta TEXT NOT NULL,
     created_at REAL NOT NULL
 );
@@ -93,6 +94,7 @@ class LedgerStatus:
         delta: The delta used to report zCDP budgets as (epsilon, delta); 0 under pure DP.
         spent: Sum of all charges ever drawn (published, failed or in progress).
         reserved: Budget reserved by open releases and not yet drawn.
+        release_cap: The most one release may reserve, or None for no per-release cap.
     """
 
     dataset: str
@@ -101,6 +103,7 @@ class LedgerStatus:
     delta: Fraction
     spent: Fraction
     reserved: Fraction
+    release_cap: Fraction | None = None
 
     @property
     def remaining(self) -> Fraction:
@@ -169,24 +172,42 @@ class Ledger:
 
     # -- datasets -------------------------------------------------------------------------------
 
-    def register(self, dataset: str, definition: Definition, cap: Budget, delta: Fraction) -> None:
+    def register(
+        self, dataset: str, definition: Definition, cap: Budget, delta: Fraction, release_cap: Budget | None = None
+    ) -> None:
         """Declare a dataset's lifetime budget; a no-op when it is already declared identically.
 
+        Args:
+            dataset: The ledger key (the population).
+            definition: ``pure`` or ``zcdp``.
+            cap: The lifetime budget.
+            delta: The delta used to report zCDP budgets (0 under pure DP).
+            release_cap: The most a single release may reserve (None: only the lifetime cap).
+
         Raises:
-            LedgerError: If the dataset exists with another definition, cap or delta (a lifetime
-                budget is never renewed or raised).
+            LedgerError: If the dataset exists with another definition, cap, per-release cap or
+                delta (a lifetime budget is never renewed or raised).
         """
         _check_unit(definition, cap, "lifetime budget")
+        if release_cap is not None:
+            _check_unit(definition, release_cap, "per-release cap")
+            if release_cap.amount > cap.amount:
+                raise LedgerError(f"dataset {dataset!r}: the per-release cap must not exceed the lifetime budget")
+        release_text = _text(release_cap.amount) if release_cap is not None else None
         with self._write() as db:
             row = db.execute(
-                "SELECT definition, cap, delta FROM datasets WHERE dataset = ?", (dataset,)
+                "SELECT definition, cap, delta, release_cap FROM datasets WHERE dataset = ?", (dataset,)
             ).fetchone()
             if row is None:
                 db.execute(
-                    "INSERT INTO datasets VALUES (?, ?, ?, ?, ?)",
-                    (dataset, definition, _text(cap.amount), _text(delta), time.time()),
+                    "INSERT INTO datasets (dataset, definition, cap, release_cap, delta, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (dataset, definition, _text(cap.amount), release_text, _text(delta), time.time()),
                 )
                 return
+            if row[3] != release_text:
+                raise LedgerError(f"dataset {dataset!r}: the ledger holds another per-release cap than the spec; "
+                                  "caps cannot be changed")
             if row[0] != definition or _fraction(row[1]) != cap.amount or _fraction(row[2]) != delta:
                 raise LedgerError(
                     f"dataset {dataset!r}: the ledger holds lifetime budget "
@@ -202,7 +223,7 @@ class Ledger:
             LedgerError: If the dataset is not registered.
         """
         row = self._db.execute(
-            "SELECT definition, cap, delta FROM datasets WHERE dataset = ?", (dataset,)
+            "SELECT definition, cap, delta, release_cap FROM datasets WHERE dataset = ?", (dataset,)
         ).fetchone()
         if row is None:
             raise LedgerError(f"dataset {dataset!r} is not in the ledger {self.path}")
@@ -216,7 +237,8 @@ class Ledger:
         ):
             drawn = self._drawn(release_id)
             reserved += max(Fraction(0), _fraction(amount) - drawn)
-        return LedgerStatus(dataset, row[0], _fraction(row[1]), _fraction(row[2]), spent, reserved)
+        release_cap = _fraction(row[3]) if row[3] is not None else None
+        return LedgerStatus(dataset, row[0], _fraction(row[1]), _fraction(row[2]), spent, reserved, release_cap)
 
     # -- releases -------------------------------------------------------------------------------
 
@@ -237,6 +259,15 @@ class Ledger:
                 raise LedgerError(
                     f"release {release_id!r} is already in the ledger; a release id is used once "
                     "(re-running it would draw fresh noise for measurements already drawn)"
+                )
+            if before.release_cap is not None and amount.amount > before.release_cap:
+                raise BudgetExceededError(
+                    f"dataset {dataset!r}: release {release_id!r} requests {describe(amount, before.delta)} "
+                    f"but one release may take at most {before.unit}={float(before.release_cap):.6g}",
+                    dataset=dataset,
+                    remaining=before.release_cap,
+                    requested=amount.amount,
+                    unit=before.unit,
                 )
             if amount.amount > before.remaining:
                 raise BudgetExceededError(
@@ -293,8 +324,8 @@ class Ledger:
             LedgerError: If the release is not open.
             BudgetExceededError: If the charge would exceed the release's reservation.
         """
-        if loss.amount <= 0:  # pragma: no cover - budgets validate positivity themselves
-            raise ParameterError("loss must be positive")
+        if not isinstance(loss, PureBudget | ZCDPBudget):
+            raise LedgerError(f"charge for {stage}/{query}: loss must be a PureBudget or ZCDPBudget")
         with self._write() as db:
             dataset, reserved, status = self._release(release_id)
             if status != "reserved":

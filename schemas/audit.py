@@ -91,6 +91,7 @@ def build_audit(
         "spent_before": _exact(before.spent),
         "this_release": _exact(spent),
         "remaining_after": _exact(before.cap - after_spent - before.reserved),
+        "per_release_cap": _exact(before.release_cap) if before.release_cap is not None else None,
         "renewal": "none: a lifetime budget is never renewed",
     }
     if zcdp:

@@ -166,6 +166,7 @@ class ReleaseSpec:
         delta: Declared delta (zCDP) or 0 (pure).
         budget: This release's budget in the ledger's unit.
         lifetime: The dataset's lifetime cap in the ledger's unit.
+        release_cap: The most one release of the dataset may spend (ledger unit), or None.
         lifetime_epsilon: The declared lifetime epsilon.
         allocation: Exact weights of the stages (``bounds``, ``one_way``, ``two_way``).
         two_way: Column pairs whose 2-way marginals are measured.
@@ -181,6 +182,7 @@ class ReleaseSpec:
     delta: Fraction
     budget: Budget
     lifetime: Budget
+    release_cap: Budget | None
     lifetime_epsilon: Fraction
     allocation: dict[str, Fraction]
     two_way: tuple[tuple[str, str], ...]
@@ -407,8 +409,8 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     file = Path(path)
     doc = _load_yaml(file)
     where = str(file)
-    _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation", "two_way",
-                       "seed", "description"},
+    _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "release_cap", "allocation",
+                       "two_way", "seed", "description"},
           {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
     dataset = doc["dataset"]
     if not isinstance(dataset, str) or not _NAME.match(dataset):
@@ -426,6 +428,13 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         raise _fail(f"{where}: lifetime_budget", "must use the same definition and delta as budget")
     if budget.amount > lifetime.amount:
         raise _fail(f"{where}: budget", "must not exceed lifetime_budget")
+    release_cap: Budget | None = None
+    if doc.get("release_cap") is not None:
+        cap_def, _, cap_delta, release_cap = _budget(f"{where}: release_cap", doc["release_cap"])
+        if cap_def != definition or cap_delta != delta:
+            raise _fail(f"{where}: release_cap", "must use the same definition and delta as budget")
+        if release_cap.amount > lifetime.amount:
+            raise _fail(f"{where}: release_cap", "must not exceed lifetime_budget")
 
     raw_alloc = doc["allocation"]
     if not isinstance(raw_alloc, dict):
@@ -471,7 +480,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         raise _fail(f"{where}: seed", "must be a non-negative whole number")
     return ReleaseSpec(
         dataset=dataset, schema=schema, data=data, definition=definition, epsilon=epsilon, delta=delta,
-        budget=budget, lifetime=lifetime, lifetime_epsilon=life_epsilon, allocation=allocation,
+        budget=budget, lifetime=lifetime, release_cap=release_cap, lifetime_epsilon=life_epsilon, allocation=allocation,
         two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path,
     )
 

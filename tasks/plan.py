@@ -28,7 +28,7 @@ def plan_budget(spec_path: str, release_id: str, ledger_path: str, seed: int) ->
     spec = load_spec(spec_path)
     plan = plan_release(spec, release_id, seed if spec.seed is None else spec.seed)
     with Ledger.open(Path(ledger_path)) as ledger:
-        ledger.register(spec.dataset, spec.definition, spec.lifetime, spec.delta)
+        ledger.register(spec.dataset, spec.definition, spec.lifetime, spec.delta, spec.release_cap)
         before = ledger.reserve(spec.dataset, release_id, plan.total)
     logger.info(
         "reserved %s for release %s of %s; lifetime %s, spent before %s",

@@ -31,7 +31,7 @@ def test_pure_plan_books_epsilon(tmp_path):
     for name in ("schema.yaml", "adult.parquet"):
         shutil.copy(ADULT / name, tmp_path / name)
     doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
-    doc["budget"], doc["lifetime_budget"] = {"epsilon": 1}, {"epsilon": 4}
+    doc["budget"], doc["lifetime_budget"], doc["release_cap"] = {"epsilon": 1}, {"epsilon": 4}, {"epsilon": 2}
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
     plan = plan_release(load_spec(tmp_path / "r.yaml"), "r", 1)
     assert plan.total == PureBudget(Fraction(1))

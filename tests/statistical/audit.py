@@ -428,10 +428,18 @@ def chi_square_test(
 
 
 def chi_square_miss_log10(result: ChiSquareResult) -> float:
-    """Estimated log10 P(statistic <= threshold) under the truth (noncentral chi-square approximation)."""
+    """Estimated log10 P(statistic <= threshold) under the truth, i.e. of a missed rejection.
+
+    Noncentral chi-square approximation; where its cdf underflows, a normal approximation with the
+    same mean (df + lambda) and variance (2 df + 4 lambda), evaluated in log space. An estimate.
+    """
+    df, lam = result.df, result.noncentrality
     with np.errstate(divide="ignore"):
-        log_cdf = float(stats.ncx2.logcdf(result.threshold, result.df, result.noncentrality))
-    return log_cdf / math.log(10) if math.isfinite(log_cdf) else -math.inf
+        log_cdf = float(stats.ncx2.logcdf(result.threshold, df, lam))
+    if not math.isfinite(log_cdf):
+        z = (result.threshold - (df + lam)) / math.sqrt(2 * df + 4 * lam)
+        log_cdf = float(stats.norm.logcdf(z))
+    return log_cdf / math.log(10)
 
 
 # ---------------------------------------------------------------------------------------------
