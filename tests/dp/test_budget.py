@@ -12,11 +12,13 @@ from dp.budget import (
     PureBudget,
     ZCDPBudget,
     approx_from_zcdp,
+    approx_from_zcdp_cks,
     budget_total,
     pure_from_zcdp_share,
     split_exact,
     to_fraction,
     zcdp_from_approx,
+    zcdp_from_approx_cks,
     zcdp_from_pure,
 )
 from dp.errors import ParameterError
@@ -94,3 +96,17 @@ def test_split_rejects_negative_and_all_zero():
         split_exact(Fraction(1), {"a": -1, "b": 2})
     with pytest.raises(ParameterError, match="positive weight"):
         split_exact(Fraction(1), {"a": 0})
+
+
+def test_cks_inverse_is_feasible_and_nearly_tight():
+    delta = Fraction(1, 10**9)
+    for epsilon in (Fraction(1, 10), Fraction(1), Fraction(3)):
+        rho = zcdp_from_approx_cks(epsilon, delta)
+        assert approx_from_zcdp_cks(rho, delta).epsilon <= epsilon
+        assert approx_from_zcdp_cks(ZCDPBudget(rho.rho * (1 + Fraction(1, 10**9))), delta).epsilon > epsilon - \
+            epsilon * Fraction(1, 10**6)
+        assert rho.rho > zcdp_from_approx(epsilon, delta).rho
+
+
+def test_budget_total_zcdp_uses_the_cks_inverse():
+    assert budget_total("zcdp", 1, Fraction(1, 10**9)) == zcdp_from_approx_cks(1, Fraction(1, 10**9))
