@@ -24,12 +24,12 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -53,7 +53,14 @@ CREATE TABLE IF NOT EXISTS releases (
     reserved TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('reserved', 'published', 'failed')),
     created_at REAL NOT NULL,
-    closed_at REAL
+    closed_at REAL,
+    plan TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS sealed (
+    release_id TEXT NOT NULL REFERENCES releases(release_id),
+    key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (release_id, key)
 );
 CREATE TABLE IF NOT EXISTS charges (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -242,23 +249,32 @@ class Ledger:
 
     # -- releases -------------------------------------------------------------------------------
 
-    def reserve(self, dataset: str, release_id: str, amount: Budget) -> LedgerStatus:
+    def reserve(
+        self, dataset: str, release_id: str, amount: Budget, plan: Mapping[str, object] | None = None
+    ) -> LedgerStatus:
         """Reserve a release's whole budget before any data is read.
+
+        Args:
+            dataset: The ledger key.
+            release_id: A new release id.
+            amount: The release's whole budget.
+            plan: Public facts to keep with the reservation (seed, input hashes, status before), so a
+                re-run of the same release id can replay it exactly.
 
         Returns:
             The dataset's status before the reservation (for the report's "spent before").
 
         Raises:
             BudgetExceededError: If the amount exceeds what the dataset has left; nothing is written.
-            LedgerError: If the release id is already in the ledger.
+            LedgerError: If the release id is already in the ledger (see :meth:`resume`).
         """
         with self._write() as db:
             before = self.status(dataset)
             _check_unit(before.definition, amount, "release budget")
             if db.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone():
                 raise LedgerError(
-                    f"release {release_id!r} is already in the ledger; a release id is used once "
-                    "(re-running it would draw fresh noise for measurements already drawn)"
+                    f"release {release_id!r} is already in the ledger; a release id is reserved once "
+                    "(re-run it with resume, which replays its sealed measurements)"
                 )
             if before.release_cap is not None and amount.amount > before.release_cap:
                 raise BudgetExceededError(
@@ -282,10 +298,65 @@ class Ledger:
                     unit=before.unit,
                 )
             db.execute(
-                "INSERT INTO releases VALUES (?, ?, ?, 'reserved', ?, NULL)",
-                (release_id, dataset, _text(amount.amount), time.time()),
+                "INSERT INTO releases (release_id, dataset, reserved, status, created_at, closed_at, plan) "
+                "VALUES (?, ?, ?, 'reserved', ?, NULL, ?)",
+                (release_id, dataset, _text(amount.amount), time.time(), json.dumps(dict(plan or {}), sort_keys=True)),
             )
             return before
+
+    def release_plan(self, release_id: str) -> dict[str, object] | None:
+        """The public plan facts kept with a reservation, or None for an unknown release id."""
+        row = self._db.execute("SELECT plan FROM releases WHERE release_id = ?", (release_id,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def resume(self, release_id: str) -> None:
+        """Re-open a failed release so that it can finish by replaying its sealed measurements.
+
+        Every charge of the release must have its noisy result sealed: a measurement that was
+        drawn but not sealed cannot be replayed, and drawing it again would be a second draw.
+        The part of the reservation not yet drawn must still fit in the dataset's budget.
+
+        Raises:
+            LedgerError: If the release is unknown, or a drawn measurement was not sealed.
+            BudgetExceededError: If its undrawn reservation no longer fits.
+        """
+        with self._write() as db:
+            dataset, reserved, status = self._release(release_id)
+            if status == "reserved":
+                return
+            queries = [r[0] for r in db.execute(
+                "SELECT stage || '/' || query FROM charges WHERE release_id = ?", (release_id,))]
+            sealed = {r[0] for r in db.execute("SELECT key FROM sealed WHERE release_id = ?", (release_id,))}
+            lost = [q for q in queries if q not in sealed]
+            if lost:
+                raise LedgerError(
+                    f"release {release_id!r}: measurement {lost[0]} was drawn but its result was not sealed; "
+                    "it cannot be replayed, so this release id cannot be resumed; start a new release"
+                )
+            if status == "failed":
+                undrawn = reserved - self._drawn(release_id)
+                available = self.status(dataset).remaining
+                if undrawn > available:
+                    raise BudgetExceededError(
+                        f"dataset {dataset!r}: resuming release {release_id!r} needs {float(undrawn):.6g} more "
+                        f"but only {float(available):.6g} remains",
+                        dataset=dataset, remaining=available, requested=undrawn,
+                        unit="epsilon" if self.status(dataset).definition == "pure" else "rho",
+                    )
+            db.execute("UPDATE releases SET status = 'reserved', closed_at = NULL WHERE release_id = ?",
+                       (release_id,))
+
+    def seal(self, release_id: str, key: str, payload: str) -> None:
+        """Keep a measurement's noisy result (a DP output) so a re-run replays it instead of redrawing."""
+        with self._write() as db:
+            db.execute("INSERT INTO sealed VALUES (?, ?, ?)", (release_id, key, payload))
+
+    def sealed(self, release_id: str, key: str) -> str | None:
+        """A sealed result, or None."""
+        row = self._db.execute(
+            "SELECT payload FROM sealed WHERE release_id = ? AND key = ?", (release_id, key)
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def _release(self, release_id: str) -> tuple[str, Fraction, str]:
         row = self._db.execute(
@@ -534,16 +605,75 @@ def charge(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query:
     )
 
 
+def measurement_to_json(record: Measurement) -> dict[str, object]:
+    """A JSON form of a measurement record (exact budgets as fractions)."""
+    def budget(b: Budget) -> dict[str, str]:
+        return {"kind": "pure" if isinstance(b, PureBudget) else "zcdp", "amount": _text(b.amount)}
+
+    return {
+        "stage": record.stage, "query": record.query, "mechanism": record.mechanism,
+        "sensitivity": record.sensitivity, "scale": record.scale, "loss": budget(record.loss),
+        "native_loss": budget(record.native_loss), "std": record.std, "ci95": record.ci95, "cells": record.cells,
+    }
+
+
+def measurement_from_json(data: Mapping[str, Any]) -> Measurement:
+    """Inverse of :func:`measurement_to_json`."""
+    def budget(b: Mapping[str, str]) -> Budget:
+        return PureBudget(_fraction(b["amount"])) if b["kind"] == "pure" else ZCDPBudget(_fraction(b["amount"]))
+
+    return Measurement(
+        stage=data["stage"], query=data["query"], mechanism=data["mechanism"], sensitivity=data["sensitivity"],
+        scale=float(data["scale"]), loss=budget(data["loss"]), native_loss=budget(data["native_loss"]),
+        std=data["std"], ci95=data["ci95"], cells=int(data["cells"]),
+    )
+
+
+def replay(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query: str) -> dict[str, Any] | None:
+    """The sealed result of this release's measurement ``stage/query``, or None if not yet drawn.
+
+    Raises:
+        LedgerError: If the sealed measurement was made with another mechanism, scale or loss
+            (the spec changed since the release id was first run).
+    """
+    payload = context.ledger.sealed(context.release_id, f"{stage}/{query}")
+    if payload is None:
+        return None
+    data: dict[str, Any] = json.loads(payload)
+    record = measurement_from_json(data["measurement"])
+    if (record.mechanism, record.scale, record.native_loss) != (
+        mechanism.name, mechanism.scale(), mechanism.privacy_loss()
+    ):
+        raise LedgerError(
+            f"release {context.release_id!r}: sealed measurement {stage}/{query} was made with other parameters; "
+            "the spec changed since this release id was first run"
+        )
+    data["measurement"] = record
+    return data
+
+
+def seal(context: ReleaseContext, record: Measurement, result: Mapping[str, Any]) -> None:
+    """Seal a measurement's noisy result in the ledger, keyed by (release id, stage/query)."""
+    payload = {"measurement": measurement_to_json(record), **result}
+    context.ledger.seal(context.release_id, f"{record.stage}/{record.query}", json.dumps(payload))
+
+
 def measure(
     mechanism: Mechanism, values: IntArray, context: ReleaseContext, *, stage: str, query: str
 ) -> tuple[IntArray, Measurement]:
-    """Charge the ledger for ``mechanism``, then draw its noise on ``values``.
+    """Charge the ledger for ``mechanism``, draw its noise on ``values``, and seal the result.
 
-    This is the only caller of a noise mechanism's ``sample``.
+    This is the only caller of a noise mechanism's ``sample``. When this release already drew
+    the measurement (a re-run of the same release id), the sealed result is returned instead:
+    no charge, no draw.
 
     Returns:
         The noisy values and the measurement's public provenance.
     """
+    sealed = replay(mechanism, context, stage=stage, query=query)
+    if sealed is not None:
+        return np.asarray(sealed["values"], dtype=np.int64), sealed["measurement"]
     record = charge(mechanism, context, stage=stage, query=query, cells=len(values))
     noisy = mechanism.sample(np.asarray(values, dtype=np.int64), context.noise)
+    seal(context, record, {"values": noisy.tolist()})
     return noisy, record

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
-from schemas.validation import validate_table
 
 from schemas.model import load_schema
+from schemas.validation import validate_table
 from tasks import SENSITIVE
 from tasks.ingest import check_structure, read_table
 

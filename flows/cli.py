@@ -3,7 +3,9 @@
 ``dprelease release SPEC``   run a release on the embedded Prefect API and print where it went;
 ``dprelease plan SPEC``      print the budget plan (reads no data);
 ``dprelease check SCHEMA DATA``  validate a table against a schema (the CI data-quality gate):
-exit 0 when the data passes, 1 when it fails the schema, 2 on a usage or schema error.
+exit 0 when the data passes, 1 when it fails the schema, 2 on a usage or schema error;
+``dprelease verify RELEASE_DIR``  check every public file against the manifest (exit 1 on a mismatch);
+``dprelease report RELEASE_DIR``  re-render ``audit.html`` and ``audit.md`` from ``audit.json``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("schema")
     check.add_argument("data")
     check.add_argument("--summary", default=None, help="write a JSON summary here (no data values)")
+    verify = sub.add_parser("verify", help="check a release folder against its manifest (exit 1 on a mismatch)")
+    verify.add_argument("release_dir")
+    report = sub.add_parser("report", help="re-render audit.html (and audit.md) of a release from its audit.json")
+    report.add_argument("release_dir")
     return parser
 
 
@@ -85,9 +91,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Validate DATA against SCHEMA; print failed rules (column and rule, never values)."""
-    from schemas.validation import validate_table
-
     from schemas.model import load_schema
+    from schemas.validation import validate_table
     from tasks.ingest import InputError, check_structure, read_table
 
     schema = load_schema(args.schema)
@@ -114,6 +119,41 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Verify every public file of a release against its manifest."""
+    from tasks.staging import verify_release
+
+    root = Path(args.release_dir)
+    if not root.is_dir():
+        print(f"dprelease verify: {root} is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    problems = verify_release(root)
+    if problems:
+        print(f"FAIL: {root} does not match its manifest:")
+        for line in problems:
+            print(f"  - {line}")
+        return EXIT_FAIL
+    print(f"OK: every public file of {root} matches its manifest")
+    return EXIT_PASS
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Re-render the human-readable reports from ``audit.json`` (a pure function of it)."""
+    from schemas.audit import render_markdown
+    from schemas.report_html import render_html
+
+    root = Path(args.release_dir)
+    audit_path = root / "audit.json"
+    if not audit_path.is_file():
+        print(f"dprelease report: {audit_path} not found", file=sys.stderr)
+        return EXIT_USAGE
+    audit = json.loads(audit_path.read_text(encoding="utf-8"))
+    (root / "audit.html").write_text(render_html(audit), encoding="utf-8")
+    (root / "audit.md").write_text(render_markdown(audit), encoding="utf-8")
+    print(f"wrote {root / 'audit.html'} and {root / 'audit.md'}")
+    return EXIT_PASS
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dprelease`` console script."""
     configure()
@@ -122,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     from schemas.model import SchemaError
 
     try:
-        return {"release": cmd_release, "plan": cmd_plan, "check": cmd_check}[args.command](args)
+        commands = {"release": cmd_release, "plan": cmd_plan, "check": cmd_check, "verify": cmd_verify,
+                    "report": cmd_report}
+        return commands[args.command](args)
     except (SchemaError, DPError) as err:
         print(f"dprelease: {err}", file=sys.stderr)
         return EXIT_USAGE

@@ -16,9 +16,13 @@ from tasks.ingest import inspect_table
 from tasks.measure import measure_marginals
 from tasks.plan import plan_budget
 from tasks.publish import abort_release, provenance, publish_release, write_report
-from tasks.staging import create_staging, staging_dir
-from tasks.synthesize import synthesize
+from tasks.staging import create_staging, final_dir, staging_dir, verify_release
+from tasks.synthesize import estimate_model, sample_synthetic
 from tasks.validate import validate_table
+
+
+class ReleaseError(RuntimeError):
+    """A release cannot proceed (named by release id and rule; never a data value)."""
 
 
 def new_release_id() -> str:
@@ -35,6 +39,9 @@ def release(
 ) -> str:
     """Run one release described by ``spec``; returns the published release folder.
 
+    Re-running a release id is safe: a published, intact release is returned as it is; an
+    unfinished one resumes, replaying every measurement already drawn (sealed in the ledger)
+    rather than drawing fresh noise, and reproduces the same public files byte for byte.
     Parameters are public identifiers only (paths and an id), never data.
 
     Args:
@@ -48,7 +55,16 @@ def release(
     out_dir = Path(out).resolve()
     ledger_path = str(Path(ledger).resolve())
     rid = release_id or new_release_id()
-    load_spec(spec_path)  # fail on a bad spec before the ledger is touched
+    dataset = load_spec(spec_path).dataset  # fails on a bad spec before the ledger is touched
+
+    published = final_dir(out_dir, dataset, rid)
+    if published.exists():
+        problems = verify_release(published)
+        if problems:
+            raise ReleaseError(f"release {rid} exists but does not verify: {problems[0]}")
+        logger.info("release %s is already published and verifies: %s", rid, published)
+        return str(published)
+
     plan, before = plan_budget(spec_path, rid, ledger_path, secure_seed())
     staging: Path | None = None
     try:
@@ -57,7 +73,8 @@ def release(
         validate_table(plan, str(staging))
         bounds = find_bounds(plan, ledger_path)
         marginals = measure_marginals(plan, bounds, ledger_path, str(staging))
-        synthesis = synthesize(plan, bounds, marginals, str(staging), provenance()["dprelease"])
+        estimate = estimate_model(plan, bounds, marginals)
+        synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"])
         evaluate_utility(plan, str(staging), synthesis.table_file)
         write_report(plan, before, ledger_path, bounds, marginals, synthesis, str(staging))
         target = publish_release(plan, str(staging), str(out_dir), ledger_path)

@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from dp.accounting import Charge, LedgerStatus, Measurement
-from dp.budget import PureBudget, ZCDPBudget, approx_from_zcdp
+from dp.budget import PureBudget, ZCDPBudget, approx_from_zcdp_cks
 from schemas.model import ReleaseSpec
 from schemas.plan import ReleasePlan
 
@@ -35,7 +35,7 @@ def _exact(value: Fraction) -> dict[str, Any]:
 
 
 def _approx(rho: Fraction, delta: Fraction) -> dict[str, Any]:
-    return _exact(approx_from_zcdp(ZCDPBudget(rho), delta).epsilon)
+    return _exact(approx_from_zcdp_cks(ZCDPBudget(rho), delta).epsilon)
 
 
 def build_audit(
@@ -90,7 +90,7 @@ def build_audit(
         "cap": _exact(before.cap),
         "spent_before": _exact(before.spent),
         "this_release": _exact(spent),
-        "remaining_after": _exact(before.cap - after_spent - before.reserved),
+        "remaining_after": _exact(before.cap - after_spent),
         "per_release_cap": _exact(before.release_cap) if before.release_cap is not None else None,
         "renewal": "none: a lifetime budget is never renewed",
     }
@@ -124,8 +124,10 @@ def build_audit(
             "definition": "rho-zero-concentrated DP (zCDP)" if zcdp else "pure epsilon-DP",
             "accountant": ("zCDP: rho adds up over measurements; epsilon-DP pieces enter as epsilon²/2"
                            if zcdp else "sequential composition of epsilon"),
-            "conversion": ("(epsilon, delta) = (rho + 2·sqrt(rho·ln(1/delta)), delta), Bun & Steinke 2016, "
-                           "Prop. 1.3; rounded up" if zcdp else "none"),
+            "conversion": ("rho-zCDP to (epsilon, delta): epsilon = inf over alpha > 1 of alpha·rho + "
+                           "(ln(1/(alpha·delta)) + (alpha-1)·ln(1-1/alpha)) / (alpha-1), Canonne, Kamath & Steinke "
+                           "2020, Cor. 13 (never looser than Bun & Steinke's rho + 2·sqrt(rho·ln(1/delta))); "
+                           "rounded up" if zcdp else "none"),
             "delta": float(plan.delta),
             "noise": "exact discrete samplers (OpenDP) over a secure random source",
         },

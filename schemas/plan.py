@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dp.budget import Budget, PureBudget, ZCDPBudget, approx_from_zcdp, pure_from_zcdp_share
+from dp.budget import Budget, PureBudget, ZCDPBudget, approx_from_zcdp_cks, pure_from_zcdp_share
 from dp.errors import ParameterError
 from dp.marginals import marginal_key
 from schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
@@ -99,7 +99,7 @@ def _describe_definition(plan: ReleasePlan) -> str:
     if plan.definition == "pure":
         return f"pure DP, epsilon={float(plan.epsilon):g}"
     assert isinstance(plan.total, ZCDPBudget)
-    reported = approx_from_zcdp(plan.total, plan.delta).epsilon
+    reported = approx_from_zcdp_cks(plan.total, plan.delta).epsilon
     return f"zCDP, reported as epsilon={float(reported):.6g}, delta={float(plan.delta):g}"
 
 

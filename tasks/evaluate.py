@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -14,16 +13,7 @@ from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from tasks import SENSITIVE
 from tasks.ingest import read_table
-from tasks.staging import write_internal
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, streamed."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+from tasks.staging import file_sha256, write_internal
 
 
 @task(name="evaluate_utility", **SENSITIVE)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger, task
-from schemas.validation import structural_problems
 
 from schemas.model import TableSchema, load_spec
 from schemas.plan import ReleasePlan
+from schemas.validation import structural_problems
 from tasks import SENSITIVE
 
 

@@ -2,37 +2,80 @@
 
 from __future__ import annotations
 
+import hashlib
+from fractions import Fraction
 from pathlib import Path
 
 from prefect import get_run_logger, task
 
 from dp.accounting import Ledger, LedgerStatus
 from dp.budget import describe
-from schemas.model import load_spec
+from dp.errors import LedgerError
+from schemas.model import ReleaseSpec, load_spec
 from schemas.plan import ReleasePlan, plan_release
 from tasks import SENSITIVE
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _facts(spec: ReleaseSpec, seed: int, before: LedgerStatus) -> dict[str, object]:
+    """Public facts kept with the reservation, so that a re-run replays the same release."""
+    return {
+        "seed": seed,
+        "spec_sha256": _sha256(Path(spec.source)),
+        "schema_sha256": _sha256(spec.schema_path),
+        "spent_before": str(before.spent),
+        "reserved_before": str(before.reserved),
+    }
 
 
 @task(name="plan_budget", **SENSITIVE)
 def plan_budget(spec_path: str, release_id: str, ledger_path: str, seed: int) -> tuple[ReleasePlan, LedgerStatus]:
     """Load the spec, split its budget exactly, and reserve it in the ledger.
 
+    A release id already in the ledger is resumed instead: its seed and ledger snapshot are taken
+    from the reservation, and its sealed measurements will be replayed, never redrawn.
+
     Returns:
-        The plan, and the dataset's ledger status before this reservation.
+        The plan, and the dataset's ledger status before this release was first reserved.
 
     Raises:
         BudgetExceededError: If the dataset's remaining lifetime budget is too small; nothing is
             read and nothing is reserved.
+        LedgerError: If a re-run's spec differs from the first run's, or it cannot be replayed.
     """
     logger = get_run_logger()
     spec = load_spec(spec_path)
-    plan = plan_release(spec, release_id, seed if spec.seed is None else spec.seed)
     with Ledger.open(Path(ledger_path)) as ledger:
         ledger.register(spec.dataset, spec.definition, spec.lifetime, spec.delta, spec.release_cap)
-        before = ledger.reserve(spec.dataset, release_id, plan.total)
-    logger.info(
-        "reserved %s for release %s of %s; lifetime %s, spent before %s",
-        describe(plan.total, spec.delta), release_id, spec.dataset,
-        describe(spec.lifetime, spec.delta), f"{before.unit}={float(before.spent):.6g}",
+        facts = ledger.release_plan(release_id)
+        if facts is None:
+            chosen = seed if spec.seed is None else spec.seed
+            plan = plan_release(spec, release_id, chosen)
+            current = ledger.status(spec.dataset)
+            before = ledger.reserve(spec.dataset, release_id, plan.total, _facts(spec, chosen, current))
+            logger.info(
+                "reserved %s for release %s of %s; lifetime %s, spent before %s",
+                describe(plan.total, spec.delta), release_id, spec.dataset,
+                describe(spec.lifetime, spec.delta), f"{before.unit}={float(before.spent):.6g}",
+            )
+            return plan, before
+        if (facts.get("spec_sha256"), facts.get("schema_sha256")) != (
+            _sha256(Path(spec.source)), _sha256(spec.schema_path)
+        ):
+            raise LedgerError(
+                f"release {release_id!r} was first run with another spec or schema; a release id cannot be "
+                "re-run with changed inputs (use a new release id)"
+            )
+        plan = plan_release(spec, release_id, int(str(facts["seed"])))
+        ledger.resume(release_id)
+        now = ledger.status(spec.dataset)
+    before = LedgerStatus(
+        now.dataset, now.definition, now.cap, now.delta, Fraction(str(facts["spent_before"])),
+        Fraction(str(facts["reserved_before"])), now.release_cap,
     )
+    logger.info("resuming release %s of %s: sealed measurements are replayed, not redrawn",
+                release_id, spec.dataset)
     return plan, before

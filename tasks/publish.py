@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 from prefect import get_run_logger, task
+from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
 from dp.accounting import Ledger, LedgerStatus
 from dp.marginals import NoisyMarginal
@@ -18,8 +19,7 @@ from schemas.audit import build_audit, render_markdown
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from tasks import PUBLIC, SENSITIVE
-from tasks.evaluate import file_sha256
-from tasks.staging import INTERNAL, final_dir
+from tasks.staging import MANIFEST, file_entries, file_sha256, final_dir, verify_release
 from tasks.synthesize import SynthesisResult
 
 PACKAGES = ("dprelease", "opendp", "prefect", "great-expectations", "numpy", "pyarrow", "pandas")
@@ -71,16 +71,10 @@ def write_report(
 
 def _manifest(plan: ReleasePlan, root: Path) -> dict[str, object]:
     spec = load_spec(plan.spec_path)
-    files = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        relative = path.relative_to(root)
-        if relative.parts[0] == INTERNAL or relative.name == "manifest.json":
-            continue
-        files.append({"path": relative.as_posix(), "bytes": path.stat().st_size, "sha256": file_sha256(path)})
     return {
         "release_id": plan.release_id,
         "dataset": plan.dataset,
-        "files": files,
+        "files": file_entries(root),
         "spec": Path(plan.spec_path).read_text(encoding="utf-8"),
         "schema": spec.schema_path.read_text(encoding="utf-8"),
         "provenance": provenance(),
@@ -92,18 +86,35 @@ def publish_release(plan: ReleasePlan, staging: str, out: str, ledger_path: str)
     """Write the manifest, verify it, rename the staging folder into place and close the ledger entry."""
     root = Path(staging)
     manifest = _manifest(plan, root)
-    (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    for entry in manifest["files"]:  # type: ignore[attr-defined]
-        if file_sha256(root / entry["path"]) != entry["sha256"]:
-            raise RuntimeError(f"staged file {entry['path']} changed before publication")
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    problems = verify_release(root)
+    if problems:
+        raise RuntimeError(f"staged release does not verify against its manifest: {problems[0]}")
     target = final_dir(Path(out), plan.dataset, plan.release_id)
     if target.exists():
         raise FileExistsError(f"release folder {target} already exists")
     os.rename(root, target)
     with Ledger.open(Path(ledger_path)) as ledger:
         ledger.publish(plan.release_id)
+    _artifacts(plan, target)
     get_run_logger().info("published release %s to %s", plan.release_id, target)
     return str(target)
+
+
+def _artifacts(plan: ReleasePlan, target: Path) -> None:
+    """Prefect artifacts with public content only: the budget table and a link to the release."""
+    audit = json.loads((target / "audit.json").read_text(encoding="utf-8"))
+    unit = audit["budget"]["unit"]
+    lines = [f"### Release `{plan.release_id}` of `{plan.dataset}`", "",
+             f"| stage | booked {unit} |", "|---|---|"]
+    lines += [f"| {s['stage']} | {s['booked']['value']:.6g} |" for s in audit["budget"]["stages"]]
+    life = audit["lifetime"]
+    lines += ["", f"Lifetime {unit}: cap {life['cap']['value']:.6g}, this release {life['this_release']['value']:.6g}, "
+              f"remaining {life['remaining_after']['value']:.6g}."]
+    key = "".join(ch if ch.isalnum() else "-" for ch in plan.dataset.lower())
+    create_markdown_artifact(markdown="\n".join(lines), key=f"budget-{key}", description="privacy budget (public)")
+    create_link_artifact(link=target.resolve().as_uri(), link_text=f"release {plan.release_id}",
+                         key=f"release-{key}", description="the published release folder")
 
 
 def abort_release(release_id: str, staging: Path | None, ledger_path: str) -> None:

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from prefect import get_run_logger, task
-from schemas.validation import validate_table as run_expectations
 
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
+from schemas.validation import validate_table as run_expectations
 from tasks import SENSITIVE
 from tasks.ingest import read_table
 from tasks.staging import write_internal

@@ -51,3 +51,26 @@ def test_plan_prints_the_budget_without_data(tmp_path, capsys):
     assert main(["plan", str(ADULT / "release.yaml"), "--ledger", str(tmp_path / "none.sqlite")]) == 0
     out = capsys.readouterr().out
     assert "reserved: rho=" in out and "marginal(income,education)" in out
+
+
+def test_verify_detects_a_flipped_byte(tmp_path, capsys):
+    import json
+
+    from tasks.staging import file_entries
+
+    release = tmp_path / "rel"
+    (release / "synthetic").mkdir(parents=True)
+    (release / "internal").mkdir()
+    (release / "synthetic" / "t.parquet").write_bytes(b"abcdef" * 100)
+    (release / "audit.json").write_text("{}")
+    (release / "internal" / "secret.json").write_text("{}")  # not listed: internal files are not public
+    (release / "manifest.json").write_text(json.dumps({"files": file_entries(release)}))
+    assert main(["verify", str(release)]) == 0
+    data = bytearray((release / "synthetic" / "t.parquet").read_bytes())
+    data[17] ^= 0x01
+    (release / "synthetic" / "t.parquet").write_bytes(bytes(data))
+    assert main(["verify", str(release)]) == 1
+    assert "synthetic/t.parquet: SHA-256 does not match" in capsys.readouterr().out
+    (release / "extra.txt").write_text("x")
+    assert main(["verify", str(release)]) == 1
+    assert main(["verify", str(tmp_path / "nope")]) == 2

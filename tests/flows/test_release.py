@@ -154,7 +154,7 @@ def test_internal_folder_is_steward_only(adult_release):
 def test_second_release_beyond_the_lifetime_budget_is_refused_before_reading_data(prefect_harness, tmp_path):
     from flows.release import release
 
-    spec = _example(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9})
+    spec = _example(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9}, release_cap=None)
     ledger = tmp_path / "ledger.sqlite"
     release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(ledger), release_id="first")
     (spec.parent / "adult.parquet").rename(spec.parent / "moved-away.parquet")  # reading it now would fail
@@ -173,7 +173,7 @@ def test_a_failing_stage_publishes_nothing_and_keeps_drawn_charges(prefect_harne
     def broken(*args, **kwargs):
         raise RuntimeError("injected failure after measurement")
 
-    monkeypatch.setattr(flows.release, "synthesize", broken)
+    monkeypatch.setattr(flows.release, "estimate_model", broken)
     spec = _example(tmp_path)
     ledger = tmp_path / "ledger.sqlite"
     with pytest.raises(RuntimeError, match="injected failure"):

@@ -1,0 +1,124 @@
+"""Retry-safe publication: a failure publishes nothing; re-running a release id replays, never redraws."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dp.accounting import Ledger
+from dp.errors import LedgerError
+from dp.random import OpenDPNoise
+from tasks.staging import public_files, verify_release
+
+pytestmark = pytest.mark.e2e
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+DATASET = "us-cps-1994-adult"
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    folder = tmp_path / "example"
+    folder.mkdir()
+    for name in ("schema.yaml", "adult.parquet", "release.yaml"):
+        shutil.copy(ADULT / name, folder / name)
+    return folder / "release.yaml"
+
+
+@pytest.fixture
+def draws(monkeypatch) -> list[str]:
+    """Counts every call of the production noise sampler."""
+    calls: list[str] = []
+    laplace, gaussian = OpenDPNoise.discrete_laplace, OpenDPNoise.discrete_gaussian
+
+    def spy_laplace(self, values, scale):
+        calls.append("laplace")
+        return laplace(self, values, scale)
+
+    def spy_gaussian(self, values, sigma):
+        calls.append("gaussian")
+        return gaussian(self, values, sigma)
+
+    monkeypatch.setattr(OpenDPNoise, "discrete_laplace", spy_laplace)
+    monkeypatch.setattr(OpenDPNoise, "discrete_gaussian", spy_gaussian)
+    return calls
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in public_files(folder)}
+
+
+def _run(example: Path, tmp_path: Path, release_id: str) -> Path:
+    from flows.release import release
+
+    return Path(release(spec=str(example), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"),
+                        release_id=release_id))
+
+
+def test_rerun_of_a_published_release_replays_byte_identical_files(prefect_harness, example, tmp_path, draws):
+    first = _run(example, tmp_path, "r1")
+    drawn = len(draws)
+    assert drawn == 27 + 2 * 3 * 2  # 27 marginals; per SVT run one threshold and one query vector
+    files = _snapshot(first)
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        charges = len(ledger.charges(release_id="r1"))
+
+    assert _run(example, tmp_path, "r1") == first  # intact: returned as it is
+    shutil.rmtree(first)  # the published folder is lost: the re-run republishes by replay
+    again = _run(example, tmp_path, "r1")
+    assert len(draws) == drawn, "a re-run drew fresh noise"
+    assert _snapshot(again) == files
+    assert verify_release(again) == []
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        assert len(ledger.charges(release_id="r1")) == charges
+        assert ledger.release_status("r1") == "published"
+
+
+@pytest.mark.parametrize(
+    ("stage", "target"),
+    [
+        ("measure", "flows.release.estimate_model"),
+        ("estimate", "flows.release.sample_synthetic"),
+        ("sample", "flows.release.evaluate_utility"),
+        ("publish", "tasks.publish.os.rename"),
+    ],
+)
+def test_fault_after_each_stage_publishes_nothing_and_the_rerun_replays(
+    prefect_harness, example, tmp_path, draws, monkeypatch, stage, target
+):
+    def broken(*args, **kwargs):
+        raise RuntimeError(f"injected failure after {stage}")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(target, broken)
+        with pytest.raises(RuntimeError, match="injected failure"):
+            _run(example, tmp_path, f"fault-{stage}")
+    dataset_dir = tmp_path / "out" / DATASET
+    assert not dataset_dir.exists() or list(dataset_dir.iterdir()) == []
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        assert ledger.release_status(f"fault-{stage}") == "failed"
+        assert len(ledger.charges(release_id=f"fault-{stage}")) == 33  # every drawn charge stays booked
+    drawn = len(draws)
+
+    target_dir = _run(example, tmp_path, f"fault-{stage}")
+    assert len(draws) == drawn, "the re-run drew fresh noise"
+    files = _snapshot(target_dir)
+    shutil.rmtree(target_dir)
+    assert _snapshot(_run(example, tmp_path, f"fault-{stage}")) == files
+    assert len(draws) == drawn
+
+
+def test_rerun_with_a_changed_spec_is_refused(prefect_harness, example, tmp_path):
+    from flows.release import release
+
+    with pytest.raises(RuntimeError):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("flows.release.estimate_model", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
+            release(spec=str(example), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="c1")
+    doc = yaml.safe_load(example.read_text())
+    doc["allocation"] = {"bounds": 0.1, "one_way": 0.3, "two_way": 0.6}
+    example.write_text(yaml.safe_dump(doc))
+    with pytest.raises(LedgerError, match="was first run with another spec"):
+        release(spec=str(example), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="c1")
