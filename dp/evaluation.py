@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,8 +23,10 @@ import pyarrow.compute as pc
 IntArray = npt.NDArray[np.int64]
 
 
-def _codes(real: pa.ChunkedArray, synthetic: pa.ChunkedArray, bins: int) -> tuple[IntArray, IntArray, int]:
-    """Common evaluation codes of one column in both tables; returns the code count too."""
+def _codes(
+    real: pa.ChunkedArray, synthetic: pa.ChunkedArray, bins: int
+) -> tuple[IntArray, IntArray, int, list[str]]:
+    """Common evaluation codes of one column in both tables; returns the code count and labels too."""
     if pa.types.is_integer(real.type) or pa.types.is_floating(real.type):
         r = np.asarray(pc.cast(real, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
         s = np.asarray(pc.cast(synthetic, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -32,14 +35,18 @@ def _codes(real: pa.ChunkedArray, synthetic: pa.ChunkedArray, bins: int) -> tupl
         size = len(edges) + 2  # bins, plus null
         rc = np.where(np.isnan(r), size - 1, np.searchsorted(edges, r, side="right"))
         sc = np.where(np.isnan(s), size - 1, np.searchsorted(edges, s, side="right"))
-        return rc.astype(np.int64), sc.astype(np.int64), size
+        cuts = [f"{x:g}" for x in edges]
+        labels = [f"< {cuts[0]}"] + [f"[{a}, {b})" for a, b in itertools.pairwise(cuts)] + [f">= {cuts[-1]}"] \
+            if cuts else ["all"]
+        return rc.astype(np.int64), sc.astype(np.int64), size, [*labels, "<null>"]
     both = pa.chunked_array(real.chunks + synthetic.chunks, type=real.type) if synthetic.type == real.type else \
         pa.chunked_array(real.chunks + pc.cast(synthetic, real.type).chunks)
     encoded = pc.dictionary_encode(both).combine_chunks()
     indices = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
     size = len(encoded.dictionary) + 1
     indices = np.where(indices < 0, size - 1, indices)
-    return indices[: len(real)], indices[len(real):], size
+    labels = [str(x) for x in encoded.dictionary.to_pylist()] + ["<null>"]
+    return indices[: len(real)], indices[len(real):], size, labels
 
 
 @dataclass(frozen=True)
@@ -51,13 +58,20 @@ class UtilityReport:
     tvd3: float | None
     one_way: dict[str, float]
     two_way: dict[str, float]
+    histograms: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    """Per column: evaluation-bin ``labels`` and the ``real`` and ``synthetic`` relative frequencies."""
 
     def to_dict(self) -> dict[str, object]:
         """JSON-friendly form."""
         return {
             "tvd1": self.tvd1, "tvd2": self.tvd2, "tvd3": self.tvd3,
-            "one_way": self.one_way, "two_way": self.two_way,
+            "one_way": self.one_way, "two_way": self.two_way, "histograms": self.histograms,
         }
+
+
+def _frequencies(codes: IntArray, size: int) -> list[float]:
+    counts = np.bincount(codes, minlength=size).astype(np.float64)
+    return [float(x) for x in counts / max(counts.sum(), 1.0)]
 
 
 def _tvd(a: IntArray, b: IntArray, size: int) -> float:
@@ -73,14 +87,18 @@ def utility(
 ) -> UtilityReport:
     """TVD yardstick between ``real`` and ``synthetic`` over ``columns``."""
     coded = {c: _codes(real.column(c), synthetic.column(c), bins) for c in columns}
-    one = {c: _tvd(rc, sc, size) for c, (rc, sc, size) in coded.items()}
+    one = {c: _tvd(rc, sc, size) for c, (rc, sc, size, _) in coded.items()}
+    histograms: dict[str, dict[str, list[Any]]] = {
+        c: {"labels": list(labels), "real": _frequencies(rc, size), "synthetic": _frequencies(sc, size)}
+        for c, (rc, sc, size, labels) in coded.items()
+    }
 
     def joint(cols: Sequence[str]) -> float:
         rflat = np.zeros(real.num_rows, dtype=np.int64)
         sflat = np.zeros(synthetic.num_rows, dtype=np.int64)
         size = 1
         for c in cols:
-            rc, sc, k = coded[c]
+            rc, sc, k, _ = coded[c]
             rflat, sflat, size = rflat * k + rc, sflat * k + sc, size * k
         return _tvd(rflat, sflat, size)
 
@@ -97,4 +115,5 @@ def utility(
         tvd3=tvd3,
         one_way=one,
         two_way=two,
+        histograms=histograms,
     )

@@ -75,8 +75,8 @@ def release(
         marginals = measure_marginals(plan, bounds, ledger_path, str(staging))
         estimate = estimate_model(plan, bounds, marginals)
         synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"])
-        evaluate_utility(plan, str(staging), synthesis.table_file)
         write_report(plan, before, ledger_path, bounds, marginals, synthesis, str(staging))
+        evaluate_utility(plan, str(staging), synthesis.table_file)
         target = publish_release(plan, str(staging), str(out_dir), ledger_path)
     except BaseException:
         abort_release(rid, staging, ledger_path)

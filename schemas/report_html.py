@@ -854,8 +854,9 @@ def render_internal_html(
     audit: Mapping[str, Any],
     utility: Mapping[str, Any],
     real_vs_synthetic: Mapping[str, Any] | None = None,
+    risk: Mapping[str, Any] | None = None,
 ) -> str:
-    """Render the steward-only utility report (never to be published).
+    """Render the steward-only utility and disclosure-risk report (never to be published).
 
     Args:
         audit: The audit report (for the release's identity and the measured pairs).
@@ -863,6 +864,8 @@ def render_internal_html(
             each 1-way (``one_way``: column -> TVD) and 2-way (``two_way``: ``"a|b"`` -> TVD) marginal.
         real_vs_synthetic: Optional column -> ``{"labels": [...], "real": [...], "synthetic": [...]}``
             of normalised frequencies, drawn as small multiples.
+        risk: Optional ``internal/risk.json`` (:meth:`dp.risk.RiskReport.to_dict`): exact-match share,
+            distances to the closest record, k-anonymity of the quasi-identifiers.
 
     Returns:
         The HTML document.
@@ -929,13 +932,48 @@ def render_internal_html(
                "(relative frequencies)</p>")
         sections.append(_section("histograms", "Real vs synthetic, per column",
                                  key + '<div class="grid">' + "".join(figures) + "</div>"))
+    if risk:
+        sections.append(_risk_section(risk))
     body = "\n".join([
         banner,
         _header(audit, "Internal utility report"),
         cards,
         *sections,
-        "<footer>Rendered from <code>internal/utility.json</code> and <code>audit.json</code>. "
+        "<footer>Rendered from <code>internal/utility.json</code>, <code>internal/risk.json</code> and "
+        "<code>audit.json</code>. "
         "Steward-only.</footer>",
     ])
     title = f"INTERNAL utility: {audit.get('dataset', '?')} release {audit.get('release_id', '?')}"
     return _page(title, body)
+
+
+def _risk_section(risk: Mapping[str, Any]) -> str:
+    """Disclosure-risk checks: exact matches, distance to closest record, k-anonymity."""
+    dcr = risk.get("dcr", {})
+    kanon = risk.get("k_anonymity", {})
+    real_k, syn_k = kanon.get("real", {}), kanon.get("synthetic", {})
+    cards = '<div class="cards">' + "".join([
+        _card("Exact matches", _esc(_pct(risk.get("exact_match_share"), 1.0)),
+              "synthetic rows identical to some real row"),
+        _card("Closest-record distance", _esc(_num(dcr.get("synthetic_median"), 3)),
+              f"median, synthetic → real; real → real baseline {_esc(_num(dcr.get('real_median'), 3))}"),
+        _card("Closer than real 5th pct.", _esc(_pct(dcr.get("share_closer_than_real_p05"), 1.0)),
+              "share of synthetic rows (about 5 % is expected by chance)"),
+        _card("k-anonymity (QIs)", f"{_esc(syn_k.get('k', '–'))} <small>synthetic</small>",
+              f"real table: k = {_esc(real_k.get('k', '–'))}"),
+    ]) + "</div>"
+    thresholds = sorted(set(real_k.get("small_class_shares", {})) | set(syn_k.get("small_class_shares", {})),
+                        key=lambda t: int(t) if str(t).isdigit() else 0)
+    rows = [[_esc(label), _esc(k.get("classes", "–")), _esc(k.get("k", "–")),
+             *[_esc(_pct(k.get("small_class_shares", {}).get(t), 1.0)) for t in thresholds]]
+            for label, k in (("real", real_k), ("synthetic", syn_k))]
+    table = _table(["table", "classes", "k", *[f"rows in classes < {t}" for t in thresholds]], rows, cls="num")
+    dist_rows = [[_esc(label), _esc(_num(dcr.get(f"{key}_median"), 4)), _esc(_num(dcr.get(f"{key}_p05"), 4)),
+                  _esc(dcr.get(f"{key}_sample", "–"))]
+                 for label, key in (("synthetic → nearest real", "synthetic"), ("real → nearest other real", "real"))]
+    dist = _table(["distance (Gower, 0–1)", "median", "5th percentile", "rows sampled"], dist_rows, cls="num")
+    lead = ("The linkage attacks of re-identification: how often a synthetic row repeats a real one, how close "
+            "synthetic rows come to real ones compared with how close real rows come to each other, and how "
+            "small the groups sharing the same quasi-identifiers are. These are checks, not guarantees; the "
+            "guarantee is the differential privacy of the release.")
+    return _section("risk", "Disclosure risk", cards + dist + table, _esc(lead))

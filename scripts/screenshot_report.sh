@@ -3,16 +3,16 @@
 #
 #   scripts/screenshot_report.sh RELEASE_DIR OUT.png [public|internal]
 #
-# RELEASE_DIR is <out>/<dataset>/<release_id>/. "public" (the default) renders audit.json with
-# schemas.report_html.render_html; "internal" renders the steward-only utility page from
-# internal/utility.json (keep that screenshot internal too). The HTML is written to a temporary
-# directory, never into the release folder (whose files are covered by its manifest).
+# RELEASE_DIR is <out>/<dataset>/<release_id>/. "public" (the default) re-renders audit.json with
+# schemas.report_html.render_html (what `dprelease report` writes as audit.html); "internal" takes
+# the steward-only internal/report.html of the release (keep that screenshot internal too). The HTML
+# is copied to a temporary directory, never written into the release folder (whose files are covered
+# by its manifest).
 #
 # Environment: PYTHON (default: the project's .venv), CHROMIUM (default: chromium, else
 # chromium-browser / google-chrome), WIDTH (default 1280), HEIGHT (default: estimated from the page,
 # then the empty background below the footer is trimmed), KEEP_HTML=1 to print and keep the rendered
-# HTML's path, REAL_VS_SYNTHETIC=freq.json (internal page only) for the per-column small multiples:
-# {column: {"labels": [...], "real": [...], "synthetic": [...]}} of normalised frequencies.
+# HTML's path.
 set -euo pipefail
 
 usage() { echo "usage: $0 RELEASE_DIR OUT.png [public|internal]" >&2; exit 2; }
@@ -22,8 +22,8 @@ out_png=$2
 kind=${3:-public}
 [[ $kind == public || $kind == internal ]] || usage
 [[ -f $release_dir/audit.json ]] || { echo "no audit.json in $release_dir" >&2; exit 1; }
-if [[ $kind == internal && ! -f $release_dir/internal/utility.json ]]; then
-    echo "no internal/utility.json in $release_dir" >&2; exit 1
+if [[ $kind == internal && ! -f $release_dir/internal/report.html ]]; then
+    echo "no internal/report.html in $release_dir" >&2; exit 1
 fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,22 +47,17 @@ html=$work/$kind.html
 # Prints an estimate of the page height in CSS pixels (for the window size).
 estimated=$(cd "$root" && "$python" - "$release_dir" "$kind" "$html" <<'PY'
 import json
-import os
 import re
 import sys
 from pathlib import Path
 
-from schemas.report_html import render_html, render_internal_html
+from schemas.report_html import render_html
 
 release, kind, target = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
-audit = json.loads((release / "audit.json").read_text(encoding="utf-8"))
 if kind == "public":
-    page = render_html(audit)
+    page = render_html(json.loads((release / "audit.json").read_text(encoding="utf-8")))
 else:
-    utility = json.loads((release / "internal" / "utility.json").read_text(encoding="utf-8"))
-    histograms = os.environ.get("REAL_VS_SYNTHETIC")
-    frequencies = json.loads(Path(histograms).read_text(encoding="utf-8")) if histograms else None
-    page = render_internal_html(audit, utility, frequencies)
+    page = (release / "internal" / "report.html").read_text(encoding="utf-8")
 target.write_text(page, encoding="utf-8")
 # Rough height: chart heights plus a per-row / per-paragraph allowance.
 charts = sum(int(h) for h in re.findall(r'<img class="chart"[^>]* height="(\d+)"', page))

@@ -9,8 +9,10 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 
 from dp.evaluation import utility
+from dp.risk import disclosure_risk
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
+from schemas.report_html import render_internal_html
 from tasks import SENSITIVE
 from tasks.ingest import read_table
 from tasks.staging import file_sha256, write_internal
@@ -18,13 +20,25 @@ from tasks.staging import file_sha256, write_internal
 
 @task(name="evaluate_utility", **SENSITIVE)
 def evaluate_utility(plan: ReleasePlan, staging: str, table_file: str) -> None:
-    """Write the TVD yardstick and the input's fingerprint to ``internal/``."""
+    """Write the internal report: utility (TVD yardstick), disclosure risk, the input's fingerprint.
+
+    Everything here is computed from the raw table without noise, so it goes to ``internal/``
+    only (the steward's eyes), as JSON and as a self-contained HTML page with charts.
+    """
     spec = load_spec(plan.spec_path)
     columns = list(spec.schema.names)
     real = read_table(spec.data, columns)
     synthetic = pq.read_table(Path(staging) / table_file, columns=columns)
-    report = utility(real, synthetic, columns)
-    write_internal(Path(staging), "utility.json", json.dumps(report.to_dict(), indent=2))
-    write_internal(Path(staging), "input.json", json.dumps(
+    report = utility(real, synthetic, columns).to_dict()
+    quasi = list(spec.schema.quasi_identifiers)
+    risk = disclosure_risk(real, synthetic, columns, quasi, seed=plan.seed).to_dict() if quasi else {
+        "note": "the schema declares no quasi_identifiers"}
+    root = Path(staging)
+    write_internal(root, "utility.json", json.dumps(report, indent=2))
+    write_internal(root, "risk.json", json.dumps(risk, indent=2))
+    write_internal(root, "input.json", json.dumps(
         {"file": spec.data.name, "sha256": file_sha256(spec.data), "rows": real.num_rows}, indent=2))
-    get_run_logger().info("utility of the synthetic table written to the internal report")
+    audit = json.loads((root / "audit.json").read_text(encoding="utf-8"))
+    histograms = report.pop("histograms")
+    write_internal(root, "report.html", render_internal_html(audit, report, histograms, risk if quasi else None))
+    get_run_logger().info("internal report (utility, disclosure risk) written")

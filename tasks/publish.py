@@ -18,6 +18,7 @@ from dp.svt import DiscoveredBounds
 from schemas.audit import build_audit, render_markdown
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
+from schemas.report_html import render_html
 from tasks import PUBLIC, SENSITIVE
 from tasks.staging import MANIFEST, file_entries, file_sha256, final_dir, verify_release
 from tasks.synthesize import SynthesisResult
@@ -53,7 +54,7 @@ def write_report(
     synthesis: SynthesisResult,
     staging: str,
 ) -> None:
-    """Render ``audit.json`` and ``audit.md`` from the plan, the ledger and the DP outputs."""
+    """Render ``audit.json``, ``audit.md`` and ``audit.html`` from the plan, the ledger and the DP outputs."""
     spec = load_spec(plan.spec_path)
     with Ledger.open(Path(ledger_path)) as ledger:
         charges = ledger.charges(release_id=plan.release_id)
@@ -67,6 +68,7 @@ def write_report(
     root = Path(staging)
     (root / "audit.json").write_text(json.dumps(audit, indent=2) + "\n", encoding="utf-8")
     (root / "audit.md").write_text(render_markdown(audit), encoding="utf-8")
+    (root / "audit.html").write_text(render_html(audit), encoding="utf-8")
 
 
 def _manifest(plan: ReleasePlan, root: Path) -> dict[str, object]:

@@ -142,13 +142,65 @@ def test_internal_folder_is_steward_only(adult_release):
     internal = target / "internal"
     assert stat.S_IMODE(internal.stat().st_mode) == 0o700
     names = {p.name for p in internal.iterdir()}
-    assert {"validation.json", "utility.json", "row_handling.json", "input.json"} <= names
+    assert {"validation.json", "utility.json", "row_handling.json", "input.json", "risk.json", "report.html"} <= names
     for path in internal.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     handling = json.loads((internal / "row_handling.json").read_text())
     assert handling["dropped_unknown"].get("occupation") == 1
     utility = json.loads((internal / "utility.json").read_text())
     assert 0 <= utility["tvd1"] < 0.05 and 0 <= utility["tvd2"] < 0.15
+    assert set(utility["histograms"]) == set(load_schema(ADULT / "schema.yaml").names)
+
+
+def test_internal_report_has_disclosure_risk_and_utility_charts(adult_release):
+    target, _, _ = adult_release
+    risk = json.loads((target / "internal" / "risk.json").read_text())
+    assert 0 <= risk["exact_match_share"] <= 1
+    assert risk["dcr"]["synthetic_sample"] > 0 and risk["dcr"]["real_median"] >= 0
+    assert risk["k_anonymity"]["real"]["rows"] > 0 and risk["k_anonymity"]["synthetic"]["k"] >= 1
+    page = (target / "internal" / "report.html").read_text()
+    for heading in ("Internal", "Disclosure risk", "1-way marginals", "2-way marginals: worst and best",
+                    "Real vs synthetic, per column"):
+        assert heading in page, heading
+    assert page.count("data:image/png;base64,") >= 3
+
+
+def test_public_html_report_is_the_rendering_of_audit_json(adult_release):
+    from schemas.report_html import render_html
+
+    target, _, _ = adult_release
+    audit = json.loads((target / "audit.json").read_text())
+    html = (target / "audit.html").read_text()
+    assert html == render_html(audit)
+    assert "audit.html" in {f["path"] for f in json.loads((target / "manifest.json").read_text())["files"]}
+    assert "http://" not in html and "https://" not in html  # self-contained: nothing loads from a network
+    assert "data:image/png;base64," in html
+
+
+def test_public_audit_holds_no_forbidden_item(adult_release):
+    target, _, _ = adult_release
+    audit = json.loads((target / "audit.json").read_text())
+    keys: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            keys.update(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(audit)
+    forbidden = {"rows_in", "rows_kept", "dropped_null", "dropped_unknown", "mapped_unknown", "clamped",
+                 "sha256_input", "input_sha256", "seconds", "elapsed", "duration", "started_at", "tvd1"}
+    assert not keys & forbidden
+    internal_hash = json.loads((target / "internal" / "input.json").read_text())["sha256"]
+    for path in ("audit.json", "audit.md", "audit.html", "manifest.json"):
+        assert internal_hash not in (target / path).read_text(), path
+    for required in ("privacy", "budget", "measurements", "private_choices", "lifetime", "public_inputs",
+                     "post_processing", "provenance", "limitations"):
+        assert required in audit, required
 
 
 def test_second_release_beyond_the_lifetime_budget_is_refused_before_reading_data(prefect_harness, tmp_path):

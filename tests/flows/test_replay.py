@@ -81,7 +81,7 @@ def test_rerun_of_a_published_release_replays_byte_identical_files(prefect_harne
     [
         ("measure", "flows.release.estimate_model"),
         ("estimate", "flows.release.sample_synthetic"),
-        ("sample", "flows.release.evaluate_utility"),
+        ("sample", "flows.release.write_report"),
         ("publish", "tasks.publish.os.rename"),
     ],
 )
