@@ -246,3 +246,21 @@ def test_logs_hold_no_raw_value(prefect_harness, tmp_path, caplog):
     release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="logs")
     assert caplog.records
     assert CANARY_TEXT not in caplog.text and str(CANARY_NUMBER) not in caplog.text
+
+
+def test_prefect_artifacts_hold_the_public_budget_table_and_a_link(adult_release):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    target, _, _ = adult_release
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["budget-us-cps-1994-adult",
+                                                                       "release-us-cps-1994-adult"]))
+        )
+    mine = {a.key: str(a.data) for a in artifacts if "r-e2e-1" in str(a.data)}
+    assert set(mine) == {"budget-us-cps-1994-adult", "release-us-cps-1994-adult"}
+    assert "| two_way |" in mine["budget-us-cps-1994-adult"] and "Lifetime rho" in mine["budget-us-cps-1994-adult"]
+    assert mine["release-us-cps-1994-adult"] == f"[release r-e2e-1]({target.as_uri()})"  # a link, as markdown
+    for text in mine.values():
+        assert CANARY_TEXT not in text and str(CANARY_NUMBER) not in text and "32561" not in text
