@@ -48,7 +48,9 @@ def project_simplex(values: FloatArray, total: float) -> FloatArray:
     cumulative = np.cumsum(ordered) - total
     index = np.arange(1, v.size + 1)
     valid = ordered - cumulative / index > 0
-    rho = int(np.nonzero(valid)[0][-1])
+    kept = np.nonzero(valid)[0]
+    # The largest element is always kept; with a subnormal total the test above can round it away.
+    rho = int(kept[-1]) if kept.size else 0
     tau = cumulative[rho] / (rho + 1)
     out: FloatArray = np.maximum(v - tau, 0.0)
     return out

@@ -55,3 +55,10 @@ def test_estimate_total_weights_by_inverse_variance():
     large = _marginal([50] * 8, std=1.0)  # total 400, variance 8
     est = estimate_total([small, large])
     assert abs(est - (200 / 2 + 400 / 8) / (1 / 2 + 1 / 8)) < 1e-9
+
+
+def test_projection_onto_a_subnormal_total_keeps_the_largest_cell():
+    from dp.postprocess import project_simplex
+
+    out = project_simplex(np.array([1.0, 0.5]), 5e-324)  # used to raise IndexError
+    assert (out >= 0).all() and abs(out.sum() - 5e-324) < 1e-300
