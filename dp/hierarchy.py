@@ -36,6 +36,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from dp.accounting import Measurement
 from dp.errors import InternalError, ParameterError
 
 FloatArray = npt.NDArray[np.float64]
@@ -621,3 +622,47 @@ def make_consistent(
     estimates = nonnegative(hierarchy, least_squares(hierarchy, noisy, variances, root_total=pinned), method=method)
     root = int(total) if total is not None else int(np.rint(estimates[0][0]))
     return round_consistent(hierarchy, estimates, root)
+
+
+@dataclass(frozen=True)
+class NoisyLevel:
+    """The noisy counts of one level of a hierarchy: a DP output, safe to publish and post-process.
+
+    Attributes:
+        hierarchy: The hierarchy's name.
+        level: The level's depth: 1 for the top level (0 is the root, the total, never measured here).
+        name: The level's name (the leaf column's name for the last level).
+        counts: Noisy counts of the level's nodes, in node order; may be negative.
+        measurement: The mechanism, scale and booked loss that produced them.
+    """
+
+    hierarchy: str
+    level: int
+    name: str
+    counts: IntArray
+    measurement: Measurement
+
+    @property
+    def variance(self) -> float:
+        """Noise variance of each count."""
+        std = self.measurement.std
+        if std is None:
+            raise InternalError("NoisyLevel without a noise standard deviation")
+        return std * std
+
+
+def combine(first: npt.ArrayLike, first_variance: float, second: npt.ArrayLike, second_variance: float
+            ) -> tuple[FloatArray, float]:
+    """Inverse-variance-weighted mean of two independent unbiased measurements of the same counts.
+
+    >>> values, variance = combine([10.0], 1.0, [4.0], 2.0)
+    >>> values.tolist(), variance
+    ([8.0], 0.6666666666666666)
+    """
+    if not (first_variance > 0 and second_variance > 0):
+        raise InternalError("combine needs positive variances")
+    a = np.asarray(first, dtype=np.float64)
+    b = np.asarray(second, dtype=np.float64)
+    weight_a, weight_b = 1.0 / first_variance, 1.0 / second_variance
+    out: FloatArray = (weight_a * a + weight_b * b) / (weight_a + weight_b)
+    return out, 1.0 / (weight_a + weight_b)

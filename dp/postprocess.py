@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -27,8 +28,18 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-def estimate_total(marginals: Sequence[NoisyMarginal]) -> float:
-    """Inverse-variance-weighted estimate of the row count from the noisy marginals' totals."""
+class NoisyCounts(Protocol):
+    """Noisy counts that partition the rows (a marginal, a hierarchy level), with their cell variance."""
+
+    @property
+    def counts(self) -> IntArray: ...  # noqa: D102
+
+    @property
+    def variance(self) -> float: ...  # noqa: D102
+
+
+def estimate_total(marginals: Sequence[NoisyCounts]) -> float:
+    """Inverse-variance-weighted estimate of the row count from the totals of noisy partitions of the rows."""
     if not marginals:
         raise InternalError("estimate_total needs at least one noisy marginal")
     weights = np.array([1.0 / (len(m.counts) * m.variance) for m in marginals])

@@ -30,12 +30,44 @@ def _draw(probabilities: npt.NDArray[np.float64], n: int, rng: np.random.Generat
     return np.minimum(out, len(probabilities) - 1)
 
 
-def sample_codes(model: TreeModel, rows: int, rng: np.random.Generator) -> dict[str, IntArray]:
-    """Sample ``rows`` rows of codes, parents before children."""
+def exact_codes(counts: IntArray, rng: np.random.Generator) -> IntArray:
+    """Codes in random order with exactly ``counts[c]`` copies of each code c.
+
+    >>> sorted(exact_codes(np.array([2, 0, 1]), np.random.default_rng(0)).tolist())
+    [0, 0, 2]
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    if (counts < 0).any():
+        raise InternalError("exact_codes needs non-negative counts")
+    out: IntArray = rng.permutation(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
+    return out
+
+
+def sample_codes(
+    model: TreeModel, rows: int, rng: np.random.Generator, exact: Mapping[str, IntArray] | None = None
+) -> dict[str, IntArray]:
+    """Sample ``rows`` rows of codes, parents before children.
+
+    Args:
+        model: The fitted model.
+        rows: How many rows.
+        rng: The seeded generator of synthetic sampling.
+        exact: Root columns whose codes must appear exactly so many times (published hierarchy
+            counts); their counts must sum to ``rows``.
+
+    Raises:
+        InternalError: If an exact column is not a root of the model or its counts do not sum to ``rows``.
+    """
+    exact = exact or {}
+    roots = {column for column, parent in model.order if parent is None}
+    for column, counts in exact.items():
+        if column not in roots or int(np.sum(counts)) != rows:
+            raise InternalError(f"exact counts of {column!r} must be a model root's and sum to the row count")
     codes: dict[str, IntArray] = {}
     for column, parent in model.order:
         if parent is None:
-            codes[column] = _draw(model.roots[column], rows, rng)
+            codes[column] = exact_codes(exact[column], rng) if column in exact else _draw(
+                model.roots[column], rows, rng)
             continue
         conditional = model.conditionals[column]
         out = np.empty(rows, dtype=np.int64)

@@ -72,10 +72,10 @@ def release(
         inspect_table(plan)
         validate_table(plan, str(staging))
         bounds = find_bounds(plan, ledger_path)
-        marginals = measure_marginals(plan, bounds, ledger_path, str(staging))
-        estimate = estimate_model(plan, bounds, marginals)
+        measured = measure_marginals(plan, bounds, ledger_path, str(staging))
+        estimate = estimate_model(plan, bounds, measured)
         synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"])
-        write_report(plan, before, ledger_path, bounds, marginals, synthesis, str(staging))
+        write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging))
         evaluate_utility(plan, str(staging), synthesis.table_file)
         target = publish_release(plan, str(staging), str(out_dir), ledger_path)
     except BaseException:

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import Literal
 
 from dp.errors import InternalError
+from dp.hierarchy import Hierarchy as Tree
 from dp.marginals import ColumnDomain, ColumnRule, category_domain, numeric_domain
 from dp.sampling import OutputColumn
-from schemas.model import Column, TableSchema
+from schemas.model import Column, Hierarchy, TableSchema
 
 
 def column_domain(column: Column, bounds: Mapping[str, tuple[float, float]]) -> ColumnDomain:
@@ -52,3 +53,9 @@ def output_columns(schema: TableSchema, domains: list[ColumnDomain]) -> list[Out
         else:
             out.append(OutputColumn(c.name, c.type, domain=by_name[c.name]))
     return out
+
+
+def hierarchy_tree(hierarchy: Hierarchy) -> Tree:
+    """The tree of a schema hierarchy for post-processing: the root, each declared level, the leaf codes."""
+    top = len(hierarchy.labels[0])
+    return Tree.from_parents([[0] * top, *[list(p) for p in hierarchy.parents]])

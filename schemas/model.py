@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +34,7 @@ from dp.errors import ParameterError
 from dp.marginals import Binning
 
 ColumnType = Literal["int", "float", "category"]
-STAGES = ("bounds", "one_way", "two_way")
+STAGES = ("bounds", "one_way", "two_way", "hierarchy")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 MAX_CELLS = 1_000_000
 
@@ -114,6 +114,35 @@ class PrivacyUnit:
 
 
 @dataclass(frozen=True)
+class Hierarchy:
+    """A public hierarchy over one category column, e.g. region > native-country or state > county > tract.
+
+    The implicit root is the whole table; ``levels`` are the named levels above the column, top
+    first; the column's codes (its categories, then null when nullable) are the leaves.
+
+    Attributes:
+        name: The hierarchy's name (used in query names and output files).
+        column: The leaf column: a declared, measured category column.
+        levels: Names of the levels above the column, top first.
+        labels: The node labels of each level in ``levels``, in declaration order.
+        parents: For each level below the root level, the index of every node's parent in the level
+            above: ``parents[0]`` maps ``labels[1]`` (or the leaves when there is one level) into
+            ``labels[0]``, and the last entry maps the leaf codes into ``labels[-1]``.
+    """
+
+    name: str
+    column: str
+    levels: tuple[str, ...]
+    labels: tuple[tuple[str, ...], ...]
+    parents: tuple[tuple[int, ...], ...]
+
+    @property
+    def level_names(self) -> tuple[str, ...]:
+        """Every measured level, top first, the leaf column last."""
+        return (*self.levels, self.column)
+
+
+@dataclass(frozen=True)
 class TableSchema:
     """The public description of one table.
 
@@ -123,6 +152,7 @@ class TableSchema:
         privacy_unit: The neighbouring relation.
         quasi_identifiers: Columns an attacker may know (for internal disclosure-risk checks).
         source: The file it was loaded from (for error messages).
+        hierarchies: Public hierarchies over category columns.
     """
 
     table: str
@@ -130,6 +160,7 @@ class TableSchema:
     privacy_unit: PrivacyUnit = PrivacyUnit()
     quasi_identifiers: tuple[str, ...] = ()
     source: str = "<schema>"
+    hierarchies: tuple[Hierarchy, ...] = ()
 
     def column(self, name: str) -> Column:
         """The column called ``name``.
@@ -168,8 +199,10 @@ class ReleaseSpec:
         lifetime: The dataset's lifetime cap in the ledger's unit.
         release_cap: The most one release of the dataset may spend (ledger unit), or None.
         lifetime_epsilon: The declared lifetime epsilon.
-        allocation: Exact weights of the stages (``bounds``, ``one_way``, ``two_way``).
+        allocation: Exact weights of the stages (``bounds``, ``one_way``, ``two_way``, ``hierarchy``).
         two_way: Column pairs whose 2-way marginals are measured.
+        hierarchy_split: For each hierarchy of the schema, the exact weight of each level (top first,
+            the leaf column last) within the ``hierarchy`` stage.
         seed: Public seed for synthetic sampling; None draws one (and records it).
         source: The spec file.
     """
@@ -189,10 +222,34 @@ class ReleaseSpec:
     seed: int | None
     source: str
     schema_path: Path
+    hierarchy_split: dict[str, tuple[Fraction, ...]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
 # Loading
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key repeated in one mapping (PyYAML keeps the last silently)."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+        except TypeError:  # an unhashable key: the base constructor reports it
+            break
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is repeated in one mapping", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -203,11 +260,13 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     except OSError as err:
         raise SchemaError(f"{path}: cannot be read ({err.strerror})") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SchemaError(f"{path}: not valid YAML{where}") from None
+        problem = getattr(err, "problem", None)
+        rule = f": {problem}" if problem and "repeated" in str(problem) else ""
+        raise SchemaError(f"{path}: not valid YAML{where}{rule}") from None
     if not isinstance(doc, dict):
         raise SchemaError(f"{path}: must be a YAML mapping")
     return doc
@@ -350,8 +409,8 @@ def load_schema(path: Path | str) -> TableSchema:
     file = Path(path)
     doc = _load_yaml(file)
     where = str(file)
-    _keys(where, doc, {"table", "columns", "privacy_unit", "quasi_identifiers", "description", "source"},
-          {"table", "columns"})
+    _keys(where, doc, {"table", "columns", "privacy_unit", "quasi_identifiers", "hierarchies", "description",
+                       "source"}, {"table", "columns"})
     table = doc["table"]
     if not isinstance(table, str) or not _NAME.match(table):
         raise _fail(f"{where}: table", "must be a name of letters, digits, '_', '.' or '-'")
@@ -395,7 +454,111 @@ def load_schema(path: Path | str) -> TableSchema:
     qis = doc.get("quasi_identifiers", [])
     if not isinstance(qis, list) or any(q not in names for q in qis):
         raise _fail(f"{where}: quasi_identifiers", "must be a list of declared columns")
-    return TableSchema(table, columns, unit, tuple(qis), where)
+    hierarchies = _hierarchies(f"{where}: hierarchies", doc.get("hierarchies"), columns)
+    return TableSchema(table, columns, unit, tuple(qis), where, hierarchies)
+
+
+def _hierarchies(where: str, raw: Any, columns: tuple[Column, ...]) -> tuple[Hierarchy, ...]:
+    """Parse ``hierarchies:``: ``NAME: {column: C, levels: [TOP, ...], parents: {LEVEL: MAP}}``.
+
+    ``parents[LEVEL]`` maps each node of LEVEL to the list of its children in the level below (the
+    next level, or the column's categories for the last level; ``~`` stands for null), or is
+    ``{prefix: N}``: the parent of a child is the child's first N characters (PUMA-style codes).
+    """
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not raw:
+        raise _fail(where, "must map hierarchy names to {column, levels, parents}")
+    by_name = {c.name: c for c in columns}
+    out: list[Hierarchy] = []
+    used: set[str] = set()
+    for name, spec in raw.items():
+        loc = f"{where}.{name}"
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise _fail(loc, "hierarchy names must be letters, digits, '_', '.' or '-'")
+        if not isinstance(spec, dict):
+            raise _fail(loc, "must be a mapping {column, levels, parents}")
+        _keys(loc, spec, {"column", "levels", "parents", "description"}, {"column", "levels", "parents"})
+        column = by_name.get(spec["column"]) if isinstance(spec["column"], str) else None
+        if column is None:
+            raise _fail(f"{loc}.column", f"({spec['column']!r}) is not a declared column")
+        if column.type != "category" or column.derived:
+            raise _fail(f"{loc}.column", "must be a measured category column")
+        if column.name in used:
+            raise _fail(f"{loc}.column", "is already the leaf of another hierarchy")
+        used.add(column.name)
+        levels = spec["levels"]
+        if not isinstance(levels, list) or not levels or not all(isinstance(x, str) and _NAME.match(x)
+                                                                  for x in levels):
+            raise _fail(f"{loc}.levels", "must be a non-empty list of level names, top first")
+        if len(set(levels)) != len(levels) or column.name in levels:
+            raise _fail(f"{loc}.levels", "must name each level once, and not the column itself (a cycle)")
+        clash = [x for x in levels if x in by_name]
+        if clash:
+            raise _fail(f"{loc}.levels", f"({clash[0]!r}) is a declared column; name levels apart from columns")
+        parents_raw = spec["parents"]
+        if not isinstance(parents_raw, dict):
+            raise _fail(f"{loc}.parents", "must map every level to its children")
+        _keys(f"{loc}.parents", parents_raw, set(levels), set(levels))
+        leaves: list[str | None] = [*column.categories, *([None] if column.nullable else [])]
+        # Walk bottom-up: each level's children are the labels of the level below.
+        below: list[str | None] = leaves
+        labels_rev: list[tuple[str, ...]] = []
+        parents_rev: list[tuple[int, ...]] = []
+        for level in reversed(levels):
+            level_labels, parent_of = _level(f"{loc}.parents.{level}", parents_raw[level], below,
+                                             is_leaf=level == levels[-1])
+            labels_rev.append(level_labels)
+            parents_rev.append(parent_of)
+            below = list(level_labels)
+        labels = tuple(reversed(labels_rev))
+        parents = tuple(reversed(parents_rev))
+        out.append(Hierarchy(name, column.name, tuple(levels), labels, parents))
+    return tuple(out)
+
+
+def _level(
+    where: str, raw: Any, children: list[str | None], *, is_leaf: bool
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """One level's labels and, for each child (in ``children`` order), its parent's index."""
+    def show(child: str | None) -> str:
+        return "null" if child is None else repr(child)
+
+    if isinstance(raw, dict) and set(raw) == {"prefix"}:
+        width = raw["prefix"]
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise _fail(f"{where}.prefix", f"({width!r}) must be a positive whole number")
+        if any(c is None or len(c) <= width for c in children):
+            raise _fail(f"{where}.prefix", f"({width}) must be shorter than every child label (and no child null)")
+        level_labels = tuple(dict.fromkeys(str(c)[:width] for c in children))
+        index = {label: i for i, label in enumerate(level_labels)}
+        return level_labels, tuple(index[str(c)[:width]] for c in children)
+    if not isinstance(raw, dict) or not raw:
+        raise _fail(where, "must map each node to the list of its children, or be {prefix: N}")
+    known = set(children)
+    parent_of: dict[str | None, int] = {}
+    level_labels_list: list[str] = []
+    for i, (label, kids) in enumerate(raw.items()):
+        if not isinstance(label, str) or not label:
+            raise _fail(where, "node labels must be non-empty strings")
+        node = _normal(label)
+        if node in level_labels_list:
+            raise _fail(f"{where}.{label}", "repeats a node (after Unicode normalisation)")
+        level_labels_list.append(node)
+        if not isinstance(kids, list) or not kids:
+            raise _fail(f"{where}.{label}", "must list at least one child")
+        for kid in kids:
+            child = None if kid is None else _normal(str(kid))
+            if child not in known:
+                domain = "categories of the column" if is_leaf else "nodes of the level below"
+                raise _fail(f"{where}.{label}", f"child {show(child)} is not among the declared {domain}")
+            if child in parent_of:
+                raise _fail(f"{where}.{label}", f"child {show(child)} has two parents")
+            parent_of[child] = i
+    orphans = [c for c in children if c not in parent_of]
+    if orphans:
+        raise _fail(where, f"child {show(orphans[0])} has no parent")
+    return tuple(level_labels_list), tuple(parent_of[c] for c in children)
 
 
 def load_spec(path: Path | str) -> ReleaseSpec:
@@ -410,7 +573,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     doc = _load_yaml(file)
     where = str(file)
     _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "release_cap", "allocation",
-                       "two_way", "seed", "description"},
+                       "two_way", "hierarchy_split", "seed", "description"},
           {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
     dataset = doc["dataset"]
     if not isinstance(dataset, str) or not _NAME.match(dataset):
@@ -475,14 +638,49 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     if pairs and allocation["two_way"] <= 0:
         raise _fail(f"{where}: allocation.two_way", "must be positive when two_way pairs are listed")
 
+    split = _hierarchy_split(f"{where}: hierarchy_split", doc.get("hierarchy_split"), schema)
+    if schema.hierarchies and allocation["hierarchy"] <= 0:
+        raise _fail(f"{where}: allocation.hierarchy",
+                    f"must be positive: the schema declares hierarchy {schema.hierarchies[0].name}")
+    if not schema.hierarchies and allocation["hierarchy"] > 0:
+        raise _fail(f"{where}: allocation.hierarchy", "must be 0 or absent: the schema declares no hierarchy")
+
     seed = doc.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise _fail(f"{where}: seed", "must be a non-negative whole number")
     return ReleaseSpec(
         dataset=dataset, schema=schema, data=data, definition=definition, epsilon=epsilon, delta=delta,
         budget=budget, lifetime=lifetime, release_cap=release_cap, lifetime_epsilon=life_epsilon, allocation=allocation,
-        two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path,
+        two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path, hierarchy_split=split,
     )
+
+
+def _hierarchy_split(where: str, raw: Any, schema: TableSchema) -> dict[str, tuple[Fraction, ...]]:
+    """Level weights of each hierarchy (default: equal); each weight positive, exact."""
+    out = {h.name: tuple(Fraction(1) for _ in h.level_names) for h in schema.hierarchies}
+    if raw is None:
+        return out
+    if not isinstance(raw, dict):
+        raise _fail(where, "must map hierarchy names to {level: weight}")
+    _keys(where, raw, set(out))
+    for h in schema.hierarchies:
+        if h.name not in raw:
+            continue
+        weights = raw[h.name]
+        if not isinstance(weights, dict):
+            raise _fail(f"{where}.{h.name}", "must map every level (and the column) to a weight")
+        _keys(f"{where}.{h.name}", weights, set(h.level_names), set(h.level_names))
+        exact = []
+        for level in h.level_names:
+            try:
+                weight = to_fraction(weights[level], f"{level}")
+            except ParameterError as err:
+                raise _fail(f"{where}.{h.name}", str(err)) from None
+            if weight <= 0:
+                raise _fail(f"{where}.{h.name}.{level}", f"({float(weight):g}) must be positive")
+            exact.append(weight)
+        out[h.name] = tuple(exact)
+    return out
 
 
 def _budget(where: str, raw: Any) -> tuple[Definition, Fraction, Fraction, Budget]:
@@ -508,6 +706,7 @@ __all__ = [
     "MAX_CELLS",
     "Binning",
     "Column",
+    "Hierarchy",
     "PrivacyUnit",
     "PureBudget",
     "ReleaseSpec",

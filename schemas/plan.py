@@ -29,10 +29,18 @@ class PlannedMeasurement:
     stage: str
     columns: tuple[str, ...]
     budget: Budget
+    hierarchy: str | None = None
+    """For the ``hierarchy`` stage: the hierarchy's name (``columns`` then holds its leaf column)."""
+    level: int = 0
+    """For the ``hierarchy`` stage: the level measured, 1 for the top level (0 is the root, the total)."""
+    level_name: str = ""
+    """For the ``hierarchy`` stage: the level's name (the leaf column's name for the last level)."""
 
     @property
     def query(self) -> str:
         """The query's public name."""
+        if self.hierarchy is not None:
+            return f"hierarchy({self.hierarchy}: {self.level_name})"
         return marginal_key(self.columns)
 
 
@@ -125,6 +133,8 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
             continue
         if name == "two_way" and not spec.two_way:
             continue
+        if name == "hierarchy" and not spec.schema.hierarchies:
+            continue
         stages[name] = budget
     # The declared shares are fractions of the release budget; an unused share is not spent.
     total_amount = sum((b.amount for b in stages.values()), Fraction(0))
@@ -147,7 +157,11 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     if spec.two_way:
         two_way = _share(stages["two_way"], len(spec.two_way))
         measurements += [PlannedMeasurement("two_way", pair, two_way) for pair in spec.two_way]
+    if spec.schema.hierarchies:
+        measurements += _plan_hierarchies(spec, stages["hierarchy"])
     for m in measurements:
+        if m.hierarchy is not None:
+            continue  # a level is no larger than its leaf column's 1-way marginal
         cells = 1
         for c in m.columns:
             cells *= _max_size(spec, c)
@@ -158,6 +172,44 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=tuple(bounds),
         measurements=tuple(measurements), seed=seed,
     )
+
+
+def _plan_hierarchies(spec: ReleaseSpec, stage: Budget) -> list[PlannedMeasurement]:
+    """Split the hierarchy stage over every level of every hierarchy by the spec's exact weights.
+
+    Raises:
+        SchemaError: If two hierarchy columns are joined by measured 2-way marginals: the synthetic
+            table reproduces a hierarchy's counts exactly by sampling its column first, which only
+            one column of each connected part of the model can be.
+    """
+    _check_hierarchy_components(spec)
+    weights = {f"{h.name}/{level}": w for h in spec.schema.hierarchies
+               for level, w in zip(h.level_names, spec.hierarchy_split[h.name], strict=True)}
+    shares = stage.split(weights)
+    return [
+        PlannedMeasurement("hierarchy", (h.column,), shares[f"{h.name}/{level}"], hierarchy=h.name, level=i + 1,
+                           level_name=level)
+        for h in spec.schema.hierarchies for i, level in enumerate(h.level_names)
+    ]
+
+
+def _check_hierarchy_components(spec: ReleaseSpec) -> None:
+    component = {c.name: c.name for c in spec.schema.measured}
+
+    def find(name: str) -> str:
+        while component[name] != name:
+            name = component[name]
+        return name
+
+    for a, b in spec.two_way:
+        component[find(a)] = find(b)
+    seen: dict[str, str] = {}
+    for h in spec.schema.hierarchies:
+        root = find(h.column)
+        if root in seen:
+            raise SchemaError(f"{spec.source}: two_way: joins the hierarchy columns {seen[root]} and {h.column}; "
+                              "at most one hierarchy column per connected group of 2-way marginals")
+        seen[root] = h.column
 
 
 def _max_size(spec: ReleaseSpec, name: str) -> int:

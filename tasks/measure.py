@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from prefect import get_run_logger, task
 
-from dp.accounting import Ledger, ReleaseContext, measure
+from dp.accounting import Ledger, Measurement, ReleaseContext, measure
 from dp.budget import PureBudget, ZCDPBudget
-from dp.marginals import NoisyMarginal, count_all
+from dp.hierarchy import NoisyLevel
+from dp.marginals import IntArray, NoisyMarginal, count_all
 from dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
 from dp.random import secure_noise
 from dp.svt import DiscoveredBounds
 from schemas.encoding import domains_for, rules_for
-from schemas.model import load_spec
+from schemas.model import Hierarchy, load_spec
 from schemas.plan import ReleasePlan
 from tasks import SENSITIVE
 from tasks.ingest import row_groups
@@ -28,27 +31,70 @@ def _mechanism(budget: PureBudget | ZCDPBudget) -> Mechanism:
     return DiscreteGaussian(l2_sensitivity=1, budget=budget)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """The noisy measurements of a release (DP outputs: public, safe to post-process).
+
+    Attributes:
+        marginals: The noisy 1-way and 2-way marginals, in plan order.
+        levels: The noisy counts of every hierarchy level, in plan order.
+    """
+
+    marginals: list[NoisyMarginal]
+    levels: list[NoisyLevel] = field(default_factory=list)
+
+    def records(self) -> list[Measurement]:
+        """Every measurement's provenance, in the order they were drawn."""
+        return [m.measurement for m in self.marginals] + [level.measurement for level in self.levels]
+
+
+def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray:
+    """Exact counts of a hierarchy level (1 = top) summed up from the exact counts of its leaf codes."""
+    counts = np.asarray(leaves, dtype=np.int64)
+    for parents in reversed(hierarchy.parents[level - 1:]):
+        summed = np.zeros(max(parents) + 1, dtype=np.int64)
+        np.add.at(summed, np.asarray(parents, dtype=np.int64), counts)
+        counts = summed
+    return counts
+
+
 @task(name="measure_marginals", **SENSITIVE)
-def measure_marginals(
-    plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str, staging: str
-) -> list[NoisyMarginal]:
-    """Charge the ledger and measure every planned marginal; one noise call per marginal."""
+def measure_marginals(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str, staging: str) -> Measured:
+    """Charge the ledger and measure every planned marginal and hierarchy level; one noise call each.
+
+    Every count comes from one map-reduce pass over the row groups, with the same row-level
+    handling, so the hierarchy levels and the marginals describe the same rows.
+    """
     spec = load_spec(plan.spec_path)
     domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
     by_name = {d.name: d for d in domains}
-    workload = [m.columns for m in plan.measurements]
+    hierarchies = {h.name: h for h in spec.schema.hierarchies}
+    workload = list(dict.fromkeys(m.columns for m in plan.measurements))
     exact, handling = count_all(
         row_groups(spec.data, [d.name for d in domains]), domains, rules_for(spec.schema), workload
     )
     write_internal(Path(staging), "row_handling.json", json.dumps(handling.__dict__, indent=2))
-    results = []
+    # A row falls in exactly one node of every level: each level is a histogram of sensitivity 1.
+    levels_exact = {
+        (m.hierarchy, m.level): level_counts(hierarchies[m.hierarchy], exact[m.columns], m.level)
+        for m in plan.measurements if m.hierarchy is not None
+    }
+    marginals: list[NoisyMarginal] = []
+    levels: list[NoisyLevel] = []
     with Ledger.open(Path(ledger_path)) as ledger:
         context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
         for planned in plan.measurements:
-            noisy, record = measure(_mechanism(planned.budget), exact.pop(planned.columns), context,
+            if planned.hierarchy is not None:
+                values = levels_exact.pop((planned.hierarchy, planned.level))
+                noisy, record = measure(_mechanism(planned.budget), values, context, stage=planned.stage,
+                                        query=planned.query)
+                levels.append(NoisyLevel(planned.hierarchy, planned.level, planned.level_name, noisy, record))
+                continue
+            noisy, record = measure(_mechanism(planned.budget), exact[planned.columns], context,
                                     stage=planned.stage, query=planned.query)
             shape = tuple(by_name[c].size for c in planned.columns)
-            results.append(NoisyMarginal(planned.columns, shape, noisy, record))
-    get_run_logger().info("measured %d marginals (%d noisy cells)", len(results),
-                          sum(len(r.counts) for r in results))
-    return results
+            marginals.append(NoisyMarginal(planned.columns, shape, noisy, record))
+    exact.clear()
+    get_run_logger().info("measured %d marginals and %d hierarchy levels (%d noisy cells)", len(marginals),
+                          len(levels), sum(len(r.counts) for r in marginals) + sum(len(x.counts) for x in levels))
+    return Measured(marginals, levels)

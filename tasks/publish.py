@@ -13,13 +13,13 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
 from dp.accounting import Ledger, LedgerStatus
-from dp.marginals import NoisyMarginal
 from dp.svt import DiscoveredBounds
 from schemas.audit import build_audit, render_markdown
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from schemas.report_html import render_html
 from tasks import PUBLIC, SENSITIVE
+from tasks.measure import Measured
 from tasks.staging import MANIFEST, file_entries, file_sha256, final_dir, verify_release
 from tasks.synthesize import SynthesisResult
 
@@ -50,7 +50,7 @@ def write_report(
     before: LedgerStatus,
     ledger_path: str,
     bounds: list[DiscoveredBounds],
-    marginals: list[NoisyMarginal],
+    measured: Measured,
     synthesis: SynthesisResult,
     staging: str,
 ) -> None:
@@ -58,7 +58,7 @@ def write_report(
     spec = load_spec(plan.spec_path)
     with Ledger.open(Path(ledger_path)) as ledger:
         charges = ledger.charges(release_id=plan.release_id)
-    measurements = [m for b in bounds for m in b.measurements] + [m.measurement for m in marginals]
+    measurements = [m for b in bounds for m in b.measurements] + measured.records()
     audit = build_audit(
         plan=plan, spec=spec, schema_sha256=file_sha256(spec.schema_path), charges=charges, before=before,
         measurements=measurements,

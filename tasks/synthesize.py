@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -12,15 +12,17 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 
 from dp.estimation import TreeModel, fit_tree
+from dp.hierarchy import NoisyLevel, combine, make_consistent
 from dp.marginals import NoisyMarginal
 from dp.postprocess import consistent_counts, estimate_total
 from dp.random import synthetic_generator
 from dp.sampling import decode, sample_codes
 from dp.svt import DiscoveredBounds
-from schemas.encoding import domains_for, output_columns
-from schemas.model import load_spec
+from schemas.encoding import domains_for, hierarchy_tree, output_columns
+from schemas.model import Hierarchy, load_spec
 from schemas.plan import ReleasePlan
 from tasks import PUBLIC
+from tasks.measure import Measured
 
 
 @dataclass(frozen=True)
@@ -30,12 +32,16 @@ class Estimate:
     Attributes:
         rows: The post-processed noisy row count.
         consistent: Non-negative integer counts of every marginal, each summing to ``rows``.
-        model: The fitted tree model.
+        model: The fitted tree model (each hierarchy column is the root of its part).
     """
 
     rows: int
     consistent: dict[tuple[str, ...], npt.NDArray[np.int64]]
     model: TreeModel
+    hierarchies: dict[str, list[npt.NDArray[np.int64]]] = field(default_factory=dict)
+    """Post-processed integer counts of every hierarchy level, the root (the row count) first."""
+    exact: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
+    """Leaf counts that the synthetic table reproduces exactly (each hierarchy's column)."""
 
 
 @dataclass(frozen=True)
@@ -64,17 +70,61 @@ def _metadata(plan: ReleasePlan, version: str) -> dict[bytes, bytes]:
     }
 
 
+def _hierarchy_counts(
+    hierarchy: Hierarchy, levels: list[NoisyLevel], one_way: NoisyMarginal, total: int
+) -> list[npt.NDArray[np.int64]]:
+    """Consistent integer counts of every level of one hierarchy, the root pinned to ``total``.
+
+    The leaf level is measured twice (the hierarchy's last level and the column's 1-way marginal);
+    both are combined by inverse variance before the weighted least squares over the tree.
+    """
+    ordered = sorted((x for x in levels if x.hierarchy == hierarchy.name), key=lambda x: x.level)
+    leaf, leaf_variance = combine(ordered[-1].counts, ordered[-1].variance, one_way.counts, one_way.variance)
+    noisy = [np.array([float(total)]), *[x.counts.astype(np.float64) for x in ordered[:-1]], leaf]
+    variances = [1.0, *[x.variance for x in ordered[:-1]], leaf_variance]  # the root is pinned to the total
+    return make_consistent(hierarchy_tree(hierarchy), noisy, variances, total=total)
+
+
 @task(name="estimate_model", **PUBLIC)
-def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], marginals: list[NoisyMarginal]) -> Estimate:
-    """Post-process the noisy marginals (total, non-negativity, consistency) and fit the model."""
+def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: Measured) -> Estimate:
+    """Post-process the noisy measurements (total, hierarchies, non-negativity, consistency); fit the model."""
     spec = load_spec(plan.spec_path)
     domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
-    total = max(0, round(estimate_total(marginals)))
+    marginals = measured.marginals
+    total = max(0, round(estimate_total([*marginals, *measured.levels])))
     consistent = {m.columns: consistent_counts(m, total) for m in marginals}
-    one_way = {cols[0]: counts for cols, counts in consistent.items() if len(cols) == 1}
-    two_way = {(cols[0], cols[1]): counts for cols, counts in consistent.items() if len(cols) == 2}
-    model = fit_tree([d.name for d in domains], {d.name: d.size for d in domains}, one_way, two_way)
-    return Estimate(total, consistent, model)
+    hierarchies: dict[str, list[npt.NDArray[np.int64]]] = {}
+    for h in spec.schema.hierarchies:
+        one_way = next(m for m in marginals if m.columns == (h.column,))
+        hierarchies[h.name] = _hierarchy_counts(h, measured.levels, one_way, total)
+        consistent[(h.column,)] = hierarchies[h.name][-1]
+    exact = {h.column: hierarchies[h.name][-1] for h in spec.schema.hierarchies}
+    one = {cols[0]: counts for cols, counts in consistent.items() if len(cols) == 1}
+    two = {(cols[0], cols[1]): counts for cols, counts in consistent.items() if len(cols) == 2}
+    # Hierarchy columns first: each becomes the root of its part of the model, sampled exactly.
+    names = [*exact, *[d.name for d in domains if d.name not in exact]]
+    model = fit_tree(names, {d.name: d.size for d in domains}, one, two)
+    return Estimate(total, consistent, model, hierarchies, exact)
+
+
+def _write_hierarchy(
+    hierarchy: Hierarchy, counts: list[npt.NDArray[np.int64]], leaf_labels: tuple[str, ...], root: Path,
+    metadata: dict[bytes, bytes],
+) -> list[str]:
+    """One Parquet file per level: node, parent node, post-processed count (the root file holds the total)."""
+    labels = [("total",), *hierarchy.labels, leaf_labels]
+    names = ["total", *hierarchy.level_names]
+    files = []
+    for depth, level_counts in enumerate(counts):
+        data = {names[depth]: pa.array(list(labels[depth]), type=pa.string())}
+        if depth > 0:
+            parents = [0] * len(labels[1]) if depth == 1 else list(hierarchy.parents[depth - 2])
+            data["parent"] = pa.array([labels[depth - 1][p] for p in parents], type=pa.string())
+        data["count"] = pa.array(level_counts, type=pa.int64())
+        name = f"marginals/hierarchy-{hierarchy.name}-{depth}-{names[depth]}.parquet"
+        pq.write_table(pa.table(data).replace_schema_metadata(metadata), root / name)
+        files.append(name)
+    return files
 
 
 @task(name="sample_synthetic", **PUBLIC)
@@ -86,7 +136,7 @@ def sample_synthetic(
     domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
     by_name = {d.name: d for d in domains}
     rng = synthetic_generator(plan.seed)
-    codes = sample_codes(estimate.model, estimate.rows, rng)
+    codes = sample_codes(estimate.model, estimate.rows, rng, estimate.exact)
     table = decode(codes, output_columns(spec.schema, domains), estimate.rows, rng)
     table = table.replace_schema_metadata(_metadata(plan, version))
 
@@ -103,6 +153,9 @@ def sample_synthetic(
         name = f"marginals/{'__'.join(cols)}.parquet"
         pq.write_table(pa.table(data).replace_schema_metadata(_metadata(plan, version)), root / name)
         files.append(name)
+    for h in spec.schema.hierarchies:
+        files += _write_hierarchy(h, estimate.hierarchies[h.name], by_name[h.column].labels(), root,
+                                  _metadata(plan, version))
     get_run_logger().info("sampled %d synthetic rows (seed %d) from a tree over %d columns",
                           estimate.rows, plan.seed, len(domains))
     return SynthesisResult(estimate.rows, table_file, tuple(files), tuple(estimate.model.edges()))

@@ -40,3 +40,26 @@ def test_decode_types_nulls_bins_and_derived_columns(rng):
     assert table.column("edu").to_pylist() == ["HS", "BA", None]
     assert table.column("edu_num").to_pylist() == [9, 13, None]
     assert str(table.schema.field("age").type) == "int64"
+
+
+def test_exact_root_counts_are_reproduced_and_children_follow_them(rng):
+    one = {"geo": np.array([700, 0, 300]), "b": np.array([500, 500])}
+    two = {("geo", "b"): np.array([700, 0, 0, 0, 0, 300])}  # b is 0 in geo 0, 1 in geo 2
+    model = fit_tree(["geo", "b"], {"geo": 3, "b": 2}, one, two)
+    exact = np.array([612, 1, 387])
+    codes = sample_codes(model, 1000, rng, {"geo": exact})
+    assert np.bincount(codes["geo"], minlength=3).tolist() == [612, 1, 387]
+    assert (codes["b"][codes["geo"] == 2] == 1).all()
+
+
+def test_exact_counts_must_be_a_root_and_sum_to_the_rows(rng):
+    import pytest
+
+    from dp.errors import InternalError
+
+    one = {"a": np.array([5, 5]), "b": np.array([5, 5])}
+    model = fit_tree(["a", "b"], {"a": 2, "b": 2}, one, {("a", "b"): np.array([5, 0, 0, 5])})
+    with pytest.raises(InternalError, match="must be a model root"):
+        sample_codes(model, 10, rng, {"b": np.array([5, 5])})
+    with pytest.raises(InternalError, match="sum to the row count"):
+        sample_codes(model, 10, rng, {"a": np.array([5, 4])})

@@ -10,6 +10,7 @@ import stat
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -102,7 +103,8 @@ def test_audit_lists_every_measurement_and_composes_exactly(adult_release):
     spec = load_spec(spec_path)
     audit = json.loads((target / "audit.json").read_text())
     measurements = audit["measurements"]
-    assert len(measurements) == 14 + len(spec.two_way) + 2 * 3  # 1-way, 2-way, two SVT runs per column
+    # 1-way, 2-way, two SVT runs per column, and the two levels of the region > native-country hierarchy
+    assert len(measurements) == 14 + len(spec.two_way) + 2 * 3 + 2
     for m in measurements:
         assert m["mechanism"] and m["sensitivity"] and m["scale"] > 0
         assert Fraction(m["booked"]["rho"]["exact"]) > 0
@@ -234,7 +236,7 @@ def test_a_failing_stage_publishes_nothing_and_keeps_drawn_charges(prefect_harne
     assert not dataset_dir.exists() or list(dataset_dir.iterdir()) == []
     with Ledger.open(ledger) as book:
         assert book.release_status("broken") == "failed"
-        assert len(book.charges(release_id="broken")) == 14 + 13 + 6  # drawn, never refunded
+        assert len(book.charges(release_id="broken")) == 14 + 13 + 6 + 2  # drawn, never refunded
         assert book.status("us-cps-1994-adult").reserved == 0
 
 
@@ -264,3 +266,68 @@ def test_prefect_artifacts_hold_the_public_budget_table_and_a_link(adult_release
     assert mine["release-us-cps-1994-adult"] == f"[release r-e2e-1]({target.as_uri()})"  # a link, as markdown
     for text in mine.values():
         assert CANARY_TEXT not in text and str(CANARY_NUMBER) not in text and "32561" not in text
+
+
+def _check_hierarchy_release(target: Path, name: str, names: list[str], column: str) -> list[list[dict]]:
+    """Every level is consistent (parents are exact sums), the root is the row count, leaves are reproduced."""
+    (table_file,) = (target / "synthetic").iterdir()
+    synthetic = pq.read_table(table_file)
+    levels = [pq.read_table(target / "marginals" / f"hierarchy-{name}-{depth}-{level}.parquet").to_pylist()
+              for depth, level in enumerate(names)]
+    assert [r["count"] for r in levels[0]] == [synthetic.num_rows]
+    for depth in range(1, len(levels)):
+        above = {r[names[depth - 1]]: r["count"] for r in levels[depth - 1]}
+        sums: dict[str, int] = {}
+        for r in levels[depth]:
+            assert r["count"] >= 0
+            sums[r["parent"]] = sums.get(r["parent"], 0) + r["count"]
+        assert sums == {k: v for k, v in above.items() if k in sums} and set(sums) == set(above)
+    counted = pc.value_counts(synthetic.column(column)).to_pylist()
+    actual = {("<null>" if c["values"] is None else c["values"]): c["counts"] for c in counted}
+    assert {r[column]: r["count"] for r in levels[-1] if r["count"]} == actual
+    return levels
+
+
+def test_synthetic_table_reproduces_the_published_hierarchy_counts(adult_release):
+    target, _, _ = adult_release
+    levels = _check_hierarchy_release(target, "geography", ["total", "region", "native-country"], "native-country")
+    assert len(levels[1]) == 5 and len(levels[2]) == 42
+    audit = json.loads((target / "audit.json").read_text())
+    assert [m["query"] for m in audit["measurements"] if m["stage"] == "hierarchy"] == [
+        "hierarchy(geography: region)", "hierarchy(geography: native-country)"]
+    assert audit["public_inputs"]["hierarchies"][0]["nodes_per_level"] == [5]
+
+
+def test_three_level_geography_release(prefect_harness, tmp_path):
+    """A generated table with state > county > tract (5 x 20 x 10) goes through the same release path."""
+    from flows.release import release
+
+    tracts = [f"S{s}C{c:02d}T{t}" for s in range(5) for c in range(20) for t in range(10)]
+    chooser = np.random.default_rng(7)  # test data, not a release
+    rows = 20_000
+    tract = chooser.choice(len(tracts), size=rows, p=chooser.dirichlet(np.ones(len(tracts)) * 0.5))
+    income = (chooser.random(rows) < 0.2 + 0.1 * (tract // 200)).astype(int)
+    table = pa.table({"tract": pa.array([tracts[i] for i in tract]),
+                      "income": pa.array(np.where(income == 1, "high", "low").tolist()),
+                      "age": pa.array(chooser.integers(18, 90, size=rows), pa.int64())})
+    folder = tmp_path / "geo"
+    folder.mkdir()
+    pq.write_table(table, folder / "people.parquet", row_group_size=5_000)
+    schema = {"table": "people", "columns": {
+        "tract": {"type": "category", "categories": tracts},
+        "income": {"type": "category", "categories": ["low", "high"]},
+        "age": {"type": "int", "min": 18, "max": 89, "bins": {"width": 5}}},
+        "hierarchies": {"geo": {"column": "tract", "levels": ["state", "county"],
+                                "parents": {"state": {"prefix": 2}, "county": {"prefix": 5}}}}}
+    (folder / "schema.yaml").write_text(yaml.safe_dump(schema))
+    spec = {"dataset": "geo-test", "schema": "schema.yaml", "data": "people.parquet",
+            "budget": {"epsilon": 1, "delta": 1e-9}, "lifetime_budget": {"epsilon": 2, "delta": 1e-9},
+            "allocation": {"one_way": 0.3, "two_way": 0.3, "hierarchy": 0.4},
+            "hierarchy_split": {"geo": {"state": 1, "county": 1, "tract": 2}},
+            "two_way": [["tract", "income"], ["income", "age"]], "seed": 11}
+    (folder / "release.yaml").write_text(yaml.safe_dump(spec))
+    target = Path(release(spec=str(folder / "release.yaml"), out=str(tmp_path / "out"),
+                          ledger=str(tmp_path / "l.sqlite"), release_id="geo-1"))
+    levels = _check_hierarchy_release(target, "geo", ["total", "state", "county", "tract"], "tract")
+    assert [len(level) for level in levels] == [1, 5, 100, 1000]
+    assert abs(levels[0][0]["count"] - rows) < 300  # a noisy total, never the true one

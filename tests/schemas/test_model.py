@@ -117,6 +117,96 @@ def test_spec_errors(tmp_path, changes, message):
 
 
 def test_allocation_shares_are_compared_exactly(tmp_path):
-    # 0.1 + 0.2 + 0.7 is 1.0000000000000002 in floating point, exactly 1 as written.
-    spec = load_spec(_spec(tmp_path, allocation={"bounds": 0.1, "one_way": 0.2, "two_way": 0.7}))
+    # 0.05 + 0.55 + 0.3 + 0.1 is 1.0000000000000002 in floating point, exactly 1 as written.
+    assert 0.05 + 0.55 + 0.3 + 0.1 > 1
+    spec = load_spec(_spec(tmp_path, allocation={"bounds": 0.05, "one_way": 0.55, "two_way": 0.3, "hierarchy": 0.1}))
     assert sum(spec.allocation.values()) == 1
+
+
+# --- hierarchies ---------------------------------------------------------------------------------------------
+
+COUNTRY = {"type": "category", "nullable": True, "categories": ["US", "CA", "MX", "FR"]}
+
+
+def _geo(parents, levels=("region",), column="country", **more):
+    columns = {"country": COUNTRY, "sex": {"type": "category", "categories": ["F", "M"]}, **more}
+    return {"columns": columns, "hierarchies": {"geo": {"column": column, "levels": list(levels), "parents": parents}}}
+
+
+def test_adult_schema_declares_region_over_native_country():
+    schema = load_schema(ADULT / "schema.yaml")
+    (geo,) = schema.hierarchies
+    assert (geo.name, geo.column, geo.levels) == ("geography", "native-country", ("region",))
+    assert len(geo.parents[0]) == 42  # 41 countries and null, each with one region
+    assert geo.labels[0][geo.parents[0][-1]] == "Unknown"
+
+
+def test_three_level_hierarchy_by_prefix_and_mapping(tmp_path):
+    tracts = [f"S{s}C{c}T{t}" for s in range(2) for c in range(3) for t in range(4)]
+    doc = {"columns": {"tract": {"type": "category", "categories": tracts}},
+           "hierarchies": {"geo": {"column": "tract", "levels": ["state", "county"],
+                                   "parents": {"state": {"prefix": 2}, "county": {"prefix": 4}}}}}
+    schema = load_schema(_schema(tmp_path, **doc))
+    (geo,) = schema.hierarchies
+    assert geo.labels == (("S0", "S1"), tuple(f"S{s}C{c}" for s in range(2) for c in range(3)))
+    assert geo.parents[0] == (0, 0, 0, 1, 1, 1)
+    assert geo.parents[1] == tuple(i // 4 for i in range(24))
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (_geo({"region": {"NA": ["US", "CA", "MX", None]}}), "child 'FR' has no parent"),
+        (_geo({"region": {"NA": ["US", "CA", "MX"], "EU": ["FR", "MX", None]}}), "child 'MX' has two parents"),
+        (_geo({"region": {"NA": ["US", "CA", "MX", "XX"], "EU": ["FR", None]}}),
+         "child 'XX' is not among the declared categories of the column"),
+        (_geo({"region": {"NA": ["US", "CA", "MX"], "EU": ["FR"]}}), "child null has no parent"),
+        (_geo({"region": {"NA": ["US"]}}, levels=("region", "country")), "not the column itself (a cycle)"),
+        (_geo({"region": {"A": ["B"]}}, levels=("region", "region")), "must name each level once"),
+        (_geo({"sex": {"A": ["B"]}}, levels=("sex",)), "('sex') is a declared column"),
+        (_geo({"region": {"NA": ["US"]}}, column="sex"), "hierarchies.geo.parents.region.NA: child 'US' is not"),
+        (_geo({"region": {"NA": ["US"]}}, column="nope"), "hierarchies.geo.column: ('nope') is not a declared column"),
+        (_geo({"region": {"prefix": 5}}), "hierarchies.geo.parents.region.prefix: (5) must be shorter"),
+        (_geo({"region": {"NA": []}}), "hierarchies.geo.parents.region.NA: must list at least one child"),
+        (_geo({}), "hierarchies.geo.parents: missing required key 'region'"),
+    ],
+)
+def test_hierarchy_errors(tmp_path, doc, message):
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        load_schema(_schema(tmp_path, **doc))
+
+
+def test_a_repeated_yaml_key_is_an_error_not_a_silent_overwrite(tmp_path):
+    # PyYAML keeps the last of two equal keys: a node listed twice would silently lose a parent.
+    path = tmp_path / "schema.yaml"
+    path.write_text("table: t\ncolumns:\n  a: {type: category, categories: [x]}\n  a: {type: int, min: 0, max: 1}\n")
+    with pytest.raises(SchemaError, match=re.escape("not valid YAML at line 4: key 'a' is repeated in one mapping")):
+        load_schema(path)
+
+
+def test_hierarchy_split_and_allocation(tmp_path):
+    spec = load_spec(_spec(tmp_path, hierarchy_split={"geography": {"region": 1, "native-country": 3}}))
+    assert spec.hierarchy_split == {"geography": (Fraction(1), Fraction(3))}
+    from schemas.plan import plan_release
+
+    plan = plan_release(spec, "r", 1)
+    levels = [m for m in plan.measurements if m.stage == "hierarchy"]
+    assert [m.query for m in levels] == ["hierarchy(geography: region)", "hierarchy(geography: native-country)"]
+    assert levels[1].budget.amount == 3 * levels[0].budget.amount
+    assert levels[0].budget.amount + levels[1].budget.amount == plan.stages["hierarchy"].amount
+    with pytest.raises(SchemaError, match=re.escape("hierarchy_split.geography.region: (0) must be positive")):
+        load_spec(_spec(tmp_path, hierarchy_split={"geography": {"region": 0, "native-country": 1}}))
+    with pytest.raises(SchemaError, match=re.escape("allocation.hierarchy: must be positive: the schema declares")):
+        load_spec(_spec(tmp_path, allocation={"bounds": 0.05, "one_way": 0.35, "two_way": 0.6}))
+
+
+def test_two_hierarchy_columns_joined_by_marginals_are_refused_before_any_data(tmp_path):
+    from schemas.plan import plan_release
+
+    doc = yaml.safe_load((ADULT / "schema.yaml").read_text())
+    doc["hierarchies"]["work"] = {"column": "occupation", "levels": ["sector"],
+                                  "parents": {"sector": {"all": [*doc["columns"]["occupation"]["categories"], None]}}}
+    (tmp_path / "schema.yaml").write_text(yaml.safe_dump(doc))
+    spec = load_spec(_spec(tmp_path))
+    with pytest.raises(SchemaError, match="joins the hierarchy columns"):
+        plan_release(spec, "r", 1)

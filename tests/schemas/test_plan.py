@@ -17,11 +17,11 @@ ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 def test_adult_plan_splits_exactly_and_never_exceeds_the_total():
     spec = load_spec(ADULT / "release.yaml")
     plan = plan_release(spec, "r", 1)
-    assert plan.total == spec.budget  # all three stages are used
+    assert plan.total == spec.budget  # all four stages are used
     assert sum((b.amount for b in plan.stages.values()), Fraction(0)) == spec.budget.amount
     marginal_total = sum((m.budget.amount for m in plan.measurements), Fraction(0))
     bounds_total = sum((b.booked.amount for b in plan.bounds), Fraction(0))
-    assert marginal_total == plan.stages["one_way"].amount + plan.stages["two_way"].amount
+    assert marginal_total == sum(plan.stages[s].amount for s in ("one_way", "two_way", "hierarchy"))
     assert bounds_total <= plan.stages["bounds"].amount
     assert len([m for m in plan.measurements if m.stage == "one_way"]) == 14  # education-num is derived
     assert all(isinstance(m.budget, ZCDPBudget) for m in plan.measurements)
