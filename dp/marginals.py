@@ -19,10 +19,12 @@ one row alone, so adding or removing a row still changes each histogram by at mo
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from functools import lru_cache
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -140,6 +142,46 @@ def encode_numeric(values: FloatArray, domain: ColumnDomain) -> IntArray:
     return np.searchsorted(inner, values, side="right").astype(np.int64)
 
 
+def _code_dtype(size: int) -> np.dtype[np.signedinteger[Any]]:
+    """The narrowest signed integer type that holds the codes ``0 .. size - 1``.
+
+    >>> [str(_code_dtype(n)) for n in (2, 128, 129, 40_000)]
+    ['int8', 'int8', 'int16', 'int32']
+    """
+    for dtype in (np.int8, np.int16, np.int32):
+        if size - 1 <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+# Integer columns of an int domain are binned by table lookup when the bounds span at most this
+# many whole numbers (one byte or two per entry): a gather instead of a binary search per value.
+_LOOKUP_SPAN = 1 << 21
+_EXACT_FLOAT = 2.0**53
+
+
+@lru_cache(maxsize=32)
+def _bin_lookup(domain: ColumnDomain) -> npt.NDArray[np.signedinteger[Any]] | None:
+    """Code of every whole number in [edges[0], edges[-1] - 1], or None when lookup does not apply.
+
+    The table gives exactly the codes of ``encode_numeric`` for integer values: with whole, strictly
+    ascending edges exact in float64, the whole numbers of [edges[i], edges[i+1]) are those with i
+    inner edges at or below them, and every integer below (above) the range falls in the first
+    (last) bin. ``test_int_lookup_table_is_the_binary_search_at_every_whole_number`` checks it.
+    """
+    edges = domain.edges
+    if domain.kind != "int" or len(edges) < 2 or edges[-1] - edges[0] > _LOOKUP_SPAN:
+        return None
+    if any(not float(e).is_integer() or abs(e) > _EXACT_FLOAT for e in edges):
+        return None
+    if any(a >= b for a, b in itertools.pairwise(edges)):
+        return None
+    widths = [int(b) - int(a) for a, b in itertools.pairwise(edges)]
+    table = np.repeat(np.arange(domain.bins, dtype=_code_dtype(domain.size)), widths)
+    table.flags.writeable = False
+    return table
+
+
 @dataclass
 class RowHandling:
     """Counts of rows changed by row-level handling: internal to the steward, never published."""
@@ -168,15 +210,7 @@ class ColumnRule:
     on_unknown: str = "drop"
 
 
-def _as_float(array: pa.ChunkedArray | pa.Array) -> tuple[FloatArray, BoolArray]:
-    """Values as float64 and a missing mask (null, or NaN in a float column)."""
-    chunked = array if isinstance(array, pa.ChunkedArray) else pa.chunked_array([array])
-    missing = np.asarray(chunked.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    values = np.asarray(
-        pc.cast(chunked, pa.float64(), safe=False).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64
-    )
-    missing |= np.isnan(values)
-    return values, missing
+Codes = npt.NDArray[np.signedinteger[Any]]
 
 
 def encode_table(
@@ -190,52 +224,120 @@ def encode_table(
     Raises:
         DomainError: If a declared column is missing (a structural error, checked earlier).
     """
+    codes, handling = _encode_compact(table, domains, rules)
+    return {name: code.astype(np.int64) for name, code in codes.items()}, handling
+
+
+def _encode_compact(
+    table: pa.Table, domains: Sequence[ColumnDomain], rules: Mapping[str, ColumnRule]
+) -> tuple[dict[str, Codes], RowHandling]:
+    """``encode_table`` with each column's codes in the narrowest integer type of its domain.
+
+    Masks are None when no row is concerned, so the common case (nothing dropped) copies nothing.
+    """
     handling = RowHandling(rows_in=table.num_rows)
-    keep = np.ones(table.num_rows, dtype=bool)
-    codes: dict[str, IntArray] = {}
+    keep: BoolArray | None = None  # None: every row kept so far
+    codes: dict[str, Codes] = {}
     for domain in domains:
         if domain.name not in table.column_names:
             raise DomainError(f"column {domain.name!r} is missing from the table", column=domain.name)
         column = table.column(domain.name)
         if domain.kind == "category":
             code, missing, unknown = _encode_category(column, domain)
-            target = rules.get(domain.name, ColumnRule()).on_unknown
-            if unknown.any():
+            if unknown is not None:
+                target = rules.get(domain.name, ColumnRule()).on_unknown
                 if target == "drop":
-                    handling.dropped_unknown[domain.name] = int((unknown & keep).sum())
-                    keep &= ~unknown
+                    handling.dropped_unknown[domain.name] = _kept(unknown, keep)
+                    keep = _drop(keep, unknown)
                 else:
-                    handling.mapped_unknown[domain.name] = int((unknown & keep).sum())
+                    handling.mapped_unknown[domain.name] = _kept(unknown, keep)
                     code[unknown] = domain.categories.index(target)
         else:
-            values, missing = _as_float(column)
-            code = encode_numeric(values, domain)
-            out = ~missing & ((values < domain.edges[0]) | (values > domain.edges[-1]) | (
-                (values == domain.edges[-1]) & (domain.kind == "int")))
-            if out.any():
-                handling.clamped[domain.name] = int(out.sum())
-        if missing.any():
+            code, missing, clamped = _encode_number(column, domain)
+            if clamped:
+                handling.clamped[domain.name] = clamped
+        if missing is not None:
             if domain.nullable:
                 assert domain.null_code is not None
                 code[missing] = domain.null_code
             else:
-                handling.dropped_null[domain.name] = int((missing & keep).sum())
-                keep &= ~missing
+                handling.dropped_null[domain.name] = _kept(missing, keep)
+                keep = _drop(keep, missing)
         codes[domain.name] = code
-    handling.rows_kept = int(keep.sum())
-    return {name: c[keep] for name, c in codes.items()}, handling
+    if keep is None:
+        handling.rows_kept = table.num_rows
+        return codes, handling
+    handling.rows_kept = int(np.count_nonzero(keep))
+    return {name: code[keep] for name, code in codes.items()}, handling
 
 
-def _encode_category(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[IntArray, BoolArray, BoolArray]:
+def _kept(rows: BoolArray, keep: BoolArray | None) -> int:
+    """How many of ``rows`` are still kept."""
+    return int(np.count_nonzero(rows if keep is None else rows & keep))
+
+
+def _drop(keep: BoolArray | None, rows: BoolArray) -> BoolArray:
+    """The keep mask without ``rows``."""
+    if keep is None:
+        return ~rows
+    keep &= ~rows
+    return keep
+
+
+def _null_mask(column: pa.ChunkedArray) -> BoolArray | None:
+    """Where the column is null, or None when it has no null."""
+    if column.null_count == 0:
+        return None
+    return np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _encode_category(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes, BoolArray | None, BoolArray | None]:
+    """Codes of a category column, with its null and unknown (outside the domain) rows, or None."""
     if pa.types.is_dictionary(column.type):
         column = pc.cast(column, pa.string())
     lookup = pa.array(domain.categories, type=pa.string())
     index = pc.index_in(pc.cast(column, pa.string()), value_set=lookup)
-    missing = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    found = np.asarray(index.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    code = np.asarray(index.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    unknown = ~found & ~missing
+    missing = _null_mask(column)
+    unknown: BoolArray | None = None
+    # index_in gives null for a null value and for a value outside the domain, and for nothing else.
+    if index.null_count != column.null_count:
+        unknown = ~np.asarray(index.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        if missing is not None:
+            unknown &= ~missing
+    code = np.asarray(index.fill_null(0).to_numpy(zero_copy_only=False)).astype(_code_dtype(domain.size))
     return code, missing, unknown
+
+
+def _encode_number(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes, BoolArray | None, int]:
+    """Bin codes of a numeric column, its missing rows (null, or NaN) or None, and how many were clamped.
+
+    A missing row gets an arbitrary code here (it is recoded to null or dropped by the caller) and
+    is not counted as clamped.
+    """
+    missing = _null_mask(column)
+    low, high = domain.edges[0], domain.edges[-1]
+    lookup = _bin_lookup(domain)
+    if lookup is not None and (pa.types.is_signed_integer(column.type) or (
+            pa.types.is_unsigned_integer(column.type) and column.type.bit_width < 64)):
+        whole = np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        offset = np.clip(whole, int(low), int(high) - 1)
+        outside = offset != whole
+        if missing is not None:
+            outside &= ~missing
+        if low:
+            offset -= int(low)
+        return lookup.take(offset), missing, int(np.count_nonzero(outside))
+    values = np.asarray(
+        pc.cast(column, pa.float64(), safe=False).fill_null(low).to_numpy(zero_copy_only=False), dtype=np.float64
+    )
+    if not pa.types.is_integer(column.type):
+        nan = np.isnan(values)
+        if nan.any():
+            missing = nan if missing is None else missing | nan
+    code = encode_numeric(values, domain).astype(_code_dtype(domain.size))
+    # Nulls were filled with the lower bound and NaN compares false: neither counts as clamped.
+    above = values >= high if domain.kind == "int" else values > high
+    return code, missing, int(np.count_nonzero(values < low)) + int(np.count_nonzero(above))
 
 
 def marginal_key(columns: Sequence[str]) -> str:
@@ -243,20 +345,50 @@ def marginal_key(columns: Sequence[str]) -> str:
     return f"marginal({','.join(columns)})"
 
 
+class _Scratch:
+    """Reusable buffers for combined codes, one per integer type: counting allocates them once."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[np.dtype[Any], Codes] = {}
+
+    def get(self, dtype: np.dtype[Any], rows: int) -> Codes:
+        buffer = self._buffers.get(dtype)
+        if buffer is None or len(buffer) < rows:
+            buffer = self._buffers[dtype] = np.empty(rows, dtype=dtype)
+        return buffer[:rows]
+
+
+def _count(
+    codes: Mapping[str, Codes], domains: Mapping[str, ColumnDomain], columns: Sequence[str], scratch: _Scratch
+) -> IntArray:
+    """``count_marginal``, building the combined code in place in a scratch buffer."""
+    if not columns:
+        raise InternalError("count_marginal needs at least one column")
+    sizes = [domains[name].size for name in columns]
+    size = math.prod(sizes)
+    first = codes[columns[0]]
+    if len(columns) == 1:
+        flat = first
+    else:
+        # Wide enough for every combined code and for every input (so out-of-range input codes
+        # are counted, or rejected, exactly as in int64); bincount reads any integer type.
+        dtype = np.result_type(_code_dtype(size), *(codes[name].dtype for name in columns))
+        if dtype.kind != "i":
+            dtype = np.dtype(np.int64)
+        flat = scratch.get(dtype, len(first))
+        np.multiply(first, sizes[1], out=flat, dtype=dtype)
+        np.add(flat, codes[columns[1]], out=flat, dtype=dtype)
+        for name, width in zip(columns[2:], sizes[2:], strict=True):
+            np.multiply(flat, width, out=flat, dtype=dtype)
+            np.add(flat, codes[name], out=flat, dtype=dtype)
+    return np.asarray(np.bincount(flat, minlength=size), dtype=np.int64)
+
+
 def count_marginal(
     codes: Mapping[str, IntArray], domains: Mapping[str, ColumnDomain], columns: Sequence[str]
 ) -> IntArray:
     """The flattened contingency table of ``columns`` (row-major in the given column order)."""
-    flat: IntArray | None = None
-    size = 1
-    for name in columns:
-        domain = domains[name]
-        code = codes[name]
-        flat = code.copy() if flat is None else flat * domain.size + code
-        size *= domain.size
-    if flat is None:
-        raise InternalError("count_marginal needs at least one column")
-    return np.bincount(flat, minlength=size).astype(np.int64)
+    return _count(codes, domains, columns, _Scratch())
 
 
 def count_all(
@@ -267,6 +399,9 @@ def count_all(
 ) -> tuple[dict[tuple[str, ...], IntArray], RowHandling]:
     """Map-reduce: encode each row group, count every marginal of the workload, sum.
 
+    Each row group is encoded once into narrow integer codes; every marginal's combined code is
+    built in one reused buffer of the narrowest type that holds it, then counted with ``bincount``.
+
     Returns:
         Exact counts per marginal (raw: never leaves the release except through a mechanism)
         and the (internal) row-handling counts.
@@ -276,11 +411,12 @@ def count_all(
         cols: np.zeros(int(np.prod([by_name[c].size for c in cols])), dtype=np.int64) for cols in workload
     }
     handling = RowHandling()
+    scratch = _Scratch()
     for batch in batches:
-        codes, part = encode_table(batch, domains, rules)
+        codes, part = _encode_compact(batch, domains, rules)
         handling.add(part)
         for cols in workload:
-            totals[cols] += count_marginal(codes, by_name, cols)
+            totals[cols] += _count(codes, by_name, cols, scratch)
     return totals, handling
 
 
