@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -93,3 +93,159 @@ def round_preserving_sum(values: FloatArray, total: int) -> IntArray:
 def consistent_counts(marginal: NoisyMarginal, total: int) -> IntArray:
     """Non-negative integer counts of ``marginal`` that sum to ``total`` (projection, then rounding)."""
     return round_preserving_sum(project_simplex(marginal.counts.astype(np.float64), float(total)), total)
+
+
+def combined_one_way(column: str, marginals: Sequence[NoisyMarginal]) -> tuple[FloatArray, FloatArray]:
+    """Inverse-variance-weighted estimate of a column's 1-way counts from every marginal that contains it.
+
+    A 1-way marginal gives each cell with variance v; a 2-way marginal (column, b) gives each cell
+    as a row sum of ``size(b)`` noisy cells, with variance ``size(b)·v``. The estimates are
+    independent, so weighting each by the inverse of its variance is the minimum-variance
+    unbiased combination.
+
+    Returns:
+        The combined (possibly negative) counts and each cell's variance.
+
+    Raises:
+        InternalError: If no marginal contains the column.
+    """
+    numerator: FloatArray | None = None
+    precision = 0.0
+    for m in marginals:
+        if column not in m.columns:
+            continue
+        table = m.counts.reshape(m.shape).astype(np.float64)
+        axes = tuple(i for i, c in enumerate(m.columns) if c != column)
+        values = table.sum(axis=axes) if axes else table
+        cells_summed = int(np.prod([m.shape[i] for i in axes])) if axes else 1
+        weight = 1.0 / (m.variance * cells_summed)
+        numerator = values * weight if numerator is None else numerator + values * weight
+        precision += weight
+    if numerator is None:
+        raise InternalError(f"no marginal measures column {column!r}")
+    return numerator / precision, np.full(numerator.shape, 1.0 / precision)
+
+
+def fit_margins(table: FloatArray, rows: FloatArray, columns: FloatArray, *, tolerance: float = 1e-9,
+                max_iterations: int = 1000) -> FloatArray:
+    """Iterative proportional fitting of a non-negative 2-D table to given row and column sums.
+
+    A cell that is zero stays zero, so the table is first blended with a tiny share of the
+    independence table ``rows ⊗ columns / total`` (every cell positive where both margins are):
+    the fit then always exists. Row and column targets must have the same total.
+
+    >>> fit_margins(np.array([[1.0, 1.0], [1.0, 1.0]]), np.array([3.0, 1.0]), np.array([2.0, 2.0])).round(6).tolist()
+    [[1.5, 1.5], [0.5, 0.5]]
+    """
+    total = float(rows.sum())
+    if total <= 0:
+        return np.zeros_like(table, dtype=np.float64)
+    prior = np.outer(rows, columns) / total
+    fitted: FloatArray = np.maximum(table, 0.0) + 1e-6 * prior + 1e-300
+    for _ in range(max_iterations):
+        row_sums = fitted.sum(axis=1)
+        fitted *= np.divide(rows, row_sums, out=np.zeros_like(rows), where=row_sums > 0)[:, None]
+        column_sums = fitted.sum(axis=0)
+        fitted *= np.divide(columns, column_sums, out=np.zeros_like(columns), where=column_sums > 0)[None, :]
+        if np.abs(fitted.sum(axis=1) - rows).max() <= tolerance * max(total, 1.0):
+            break
+    return fitted
+
+
+def round_matrix(table: FloatArray, rows: IntArray, columns: IntArray) -> IntArray:
+    """An integer table with exactly the given row and column sums, each cell within one of ``table``.
+
+    Controlled rounding (Bacharach 1966; Cox 1987): cells are floored, then each row's and
+    column's shortfall is made up by adding one to cells with a fractional part, chosen by a
+    maximum flow from rows to columns. Such a rounding exists whenever ``table`` (non-negative)
+    has exactly these margins; for a table that only nearly has them, cells without a fractional
+    part are used next, so a cell may then move by exactly one.
+
+    >>> round_matrix(np.array([[0.5, 0.5], [0.5, 0.5]]), np.array([1, 1]), np.array([1, 1])).tolist()
+    [[1, 0], [0, 1]]
+    """
+    if rows.sum() != columns.sum():
+        raise InternalError("round_matrix needs row and column sums with the same total")
+    values = np.maximum(np.asarray(table, dtype=np.float64), 0.0)
+    base: IntArray = np.floor(values).astype(np.int64)
+    # A near-fit may floor above a target: take the excess back from the largest cells first.
+    for axis, target in ((1, rows), (0, columns)):
+        excess = base.sum(axis=axis) - target
+        for index in np.flatnonzero(excess > 0):
+            line = base[index] if axis == 1 else base[:, index]
+            for cell in np.argsort(-line, kind="stable")[: int(excess[index])]:
+                line[cell] -= 1
+    fractional = (values - np.floor(values)) > 1e-12
+    for allowed in (fractional, np.ones_like(fractional)):
+        need_rows = rows - base.sum(axis=1)
+        need_columns = columns - base.sum(axis=0)
+        if not (need_rows.any() or need_columns.any()):
+            break
+        base += _flow_rounding(need_rows, need_columns, allowed)
+    if (base.sum(axis=1) != rows).any() or (base.sum(axis=0) != columns).any() or (base < 0).any():
+        raise InternalError("round_matrix failed to meet its margins; this is a bug")
+    return base
+
+
+def _flow_rounding(need_rows: IntArray, need_columns: IntArray, allowed: npt.NDArray[np.bool_]) -> IntArray:
+    """Units (0 or 1 a cell, in ``allowed`` cells) to add so rows and columns meet their needs: a maximum flow."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
+
+    n_rows, n_columns = allowed.shape
+    source, sink = n_rows + n_columns, n_rows + n_columns + 1
+    cell_rows, cell_columns = np.nonzero(allowed)
+    senders = np.concatenate([np.full(n_rows, source), cell_rows, n_rows + np.arange(n_columns)])
+    receivers = np.concatenate([np.arange(n_rows), n_rows + cell_columns, np.full(n_columns, sink)])
+    capacity = np.concatenate([np.maximum(need_rows, 0), np.ones(len(cell_rows), dtype=np.int64),
+                               np.maximum(need_columns, 0)]).astype(np.int32)
+    graph = csr_matrix((capacity, (senders, receivers)), shape=(sink + 1, sink + 1))
+    flow = maximum_flow(graph, source, sink).flow.tocsr()
+    added: IntArray = np.asarray(flow[:n_rows, n_rows:n_rows + n_columns].toarray(), dtype=np.int64)
+    return np.maximum(added, 0)
+
+
+def consistent_marginals(
+    marginals: Sequence[NoisyMarginal], total: int, fixed: Mapping[str, IntArray] | None = None
+) -> dict[tuple[str, ...], IntArray]:
+    """Non-negative integer marginals that agree with each other and all sum to ``total``.
+
+    Each column's 1-way counts are the inverse-variance-weighted combination of every marginal
+    containing it (:func:`combined_one_way`), projected onto the non-negative tables with the
+    total and rounded (or taken from ``fixed``, e.g. a hierarchy's published leaf counts). Each
+    2-way table is then fitted to those two 1-ways (:func:`fit_margins`) and rounded so that its
+    row and column sums equal them exactly (:func:`round_matrix`).
+
+    Args:
+        marginals: Noisy 1-way and 2-way marginals.
+        total: The post-processed row count.
+        fixed: 1-way counts to use as they are (each must sum to ``total``).
+
+    Returns:
+        Integer counts of every marginal, keyed by its columns, flattened row-major.
+    """
+    fixed = dict(fixed or {})
+    columns = list(dict.fromkeys(c for m in marginals for c in m.columns))
+    one_way: dict[str, IntArray] = {}
+    for column in columns:
+        if column in fixed:
+            counts = np.asarray(fixed[column], dtype=np.int64)
+            if int(counts.sum()) != total:
+                raise InternalError(f"fixed counts of {column!r} do not sum to the total")
+            one_way[column] = counts
+            continue
+        estimate, _ = combined_one_way(column, marginals)
+        one_way[column] = round_preserving_sum(project_simplex(estimate, float(total)), total)
+    out: dict[tuple[str, ...], IntArray] = {}
+    for m in marginals:
+        if len(m.columns) == 1:
+            out[m.columns] = one_way[m.columns[0]]
+        elif len(m.columns) == 2:
+            a, b = m.columns
+            rows, cols = one_way[a], one_way[b]
+            fitted = fit_margins(m.counts.reshape(m.shape).astype(np.float64), rows.astype(np.float64),
+                                 cols.astype(np.float64))
+            out[m.columns] = round_matrix(fitted, rows, cols).ravel()
+        else:
+            out[m.columns] = consistent_counts(m, total)
+    return out

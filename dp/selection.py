@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 import opendp.prelude as odp
 
-from dp.accounting import Measurement, ReleaseContext, charge
+from dp.accounting import Measurement, ReleaseContext, charge, replay, seal
 from dp.budget import PureBudget
 from dp.errors import InternalError, ParameterError
 from dp.random import IntArray, NoiseSource
@@ -448,10 +448,11 @@ def run_selection(
     stage: str,
     query: str,
 ) -> tuple[int, Measurement]:
-    """Charge the ledger for one selection, then select.
+    """Charge the ledger for one selection, then select, and seal the outcome (or replay it).
 
     The scores are validated first (a malformed call books nothing), then the mechanism's loss is
-    booked, and only then is any noise drawn.
+    booked, and only then is any noise drawn. A re-run of the same release replays the sealed
+    index: no second charge, no second draw.
 
     Args:
         mechanism: The selection mechanism.
@@ -465,5 +466,10 @@ def run_selection(
     """
     owner = type(mechanism).__name__
     values = check_scores(scores, owner, integers=isinstance(mechanism, ReportNoisyMax))
+    sealed = replay(mechanism, context, stage=stage, query=query)
+    if sealed is not None:
+        return int(sealed["index"]), sealed["measurement"]
     record = charge(mechanism, context, stage=stage, query=query, cells=len(values))
-    return mechanism.select(values, context.noise), record
+    index = mechanism.select(values, context.noise)
+    seal(context, record, {"index": index})
+    return index, record

@@ -59,6 +59,7 @@ def build_audit(
     synthetic_rows: int,
     model_edges: Sequence[tuple[str, str]],
     provenance: Mapping[str, str],
+    selected_pairs: Sequence[Sequence[str]] = (),
 ) -> dict[str, Any]:
     """Assemble the public audit report (JSON-serialisable).
 
@@ -73,6 +74,7 @@ def build_audit(
         synthetic_rows: Rows of the synthetic table (the post-processed noisy count).
         model_edges: The edges of the fitted model.
         provenance: Package versions and the code commit.
+        selected_pairs: The 2-way marginals chosen privately (``two_way: auto``), in the order chosen.
     """
     zcdp = plan.definition == "zcdp"
     unit = "rho" if zcdp else "epsilon"
@@ -149,11 +151,20 @@ def build_audit(
                       "note": "sparse vector technique; a bound not found falls back to the declared search range"}
                 for col, (lo, hi, lf, uf) in discovered_bounds.items()
             },
+            **({"selected_pairs": {
+                "pairs": [list(p) for p in selected_pairs],
+                "method": "maximum spanning tree grown by the exponential mechanism (MST, McKenna et al. 2021): "
+                          "each round picks one pair joining two components, scored by the L1 distance of its "
+                          "2-way table from the independence prediction of the noisy 1-way marginals "
+                          "(sensitivity 1)",
+                "booked": _exact(by_stage.get("selection", Fraction(0))),
+            }} if spec.auto_pairs else {}),
         },
         "public_inputs": {
             "schema_file": spec.schema_path.name,
             "schema_sha256": schema_sha256,
-            "two_way_pairs": [list(p) for p in spec.two_way],
+            "two_way_pairs": "auto (chosen privately: see private_choices)" if spec.auto_pairs
+            else [list(p) for p in spec.two_way],
             "allocation": {k: str(v) for k, v in spec.allocation.items()},
             "hierarchies": [
                 {"name": h.name, "column": h.column, "levels": list(h.levels),
@@ -164,8 +175,10 @@ def build_audit(
         },
         "post_processing": {
             "row_count": "inverse-variance-weighted total of all noisy marginals, rounded",
-            "consistency": "each marginal projected onto non-negative tables with that total, then rounded "
-                           "(largest remainder)",
+            "consistency": "each column's 1-way counts combine every marginal containing it by inverse variance, "
+                           "projected onto non-negative counts with the row count and rounded (largest remainder); "
+                           "each 2-way table is fitted to its two 1-ways (iterative proportional fitting) and rounded "
+                           "so its row and column sums equal them exactly (controlled rounding)",
             "model": "tree over the measured 2-way marginals (parent -> child)",
             "model_edges": [list(e) for e in model_edges],
             "sampling_seed": plan.seed,

@@ -34,7 +34,7 @@ from dp.errors import ParameterError
 from dp.marginals import Binning
 
 ColumnType = Literal["int", "float", "category"]
-STAGES = ("bounds", "one_way", "two_way", "hierarchy")
+STAGES = ("bounds", "one_way", "selection", "two_way", "hierarchy")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 MAX_CELLS = 1_000_000
 
@@ -199,10 +199,15 @@ class ReleaseSpec:
         lifetime: The dataset's lifetime cap in the ledger's unit.
         release_cap: The most one release of the dataset may spend (ledger unit), or None.
         lifetime_epsilon: The declared lifetime epsilon.
-        allocation: Exact weights of the stages (``bounds``, ``one_way``, ``two_way``, ``hierarchy``).
-        two_way: Column pairs whose 2-way marginals are measured.
+        allocation: Exact weights of the stages (``bounds``, ``one_way``, ``selection``, ``two_way``,
+            ``hierarchy``).
+        two_way: Column pairs whose 2-way marginals are measured (empty when they are selected privately).
+        auto_pairs: True for ``two_way: auto``: a spanning tree of pairs is chosen privately (MST-style)
+            with the ``selection`` stage's budget, then measured with the ``two_way`` stage's.
         hierarchy_split: For each hierarchy of the schema, the exact weight of each level (top first,
             the leaf column last) within the ``hierarchy`` stage.
+        weighting: How a stage's budget is split over its marginals: ``cells`` (by domain size, to
+            minimise the summed expected error) or ``equal``.
         seed: Public seed for synthetic sampling; None draws one (and records it).
         source: The spec file.
     """
@@ -223,6 +228,8 @@ class ReleaseSpec:
     source: str
     schema_path: Path
     hierarchy_split: dict[str, tuple[Fraction, ...]] = field(default_factory=dict)
+    weighting: Literal["cells", "equal"] = "cells"
+    auto_pairs: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,7 +580,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     doc = _load_yaml(file)
     where = str(file)
     _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "release_cap", "allocation",
-                       "two_way", "hierarchy_split", "seed", "description"},
+                       "two_way", "hierarchy_split", "weighting", "seed", "description"},
           {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
     dataset = doc["dataset"]
     if not isinstance(dataset, str) or not _NAME.match(dataset):
@@ -622,7 +629,17 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         raise _fail(f"{where}: allocation.bounds", f"must be positive: {needs_bounds[0]} has no public bounds")
 
     pairs: list[tuple[str, str]] = []
-    for i, pair in enumerate(doc.get("two_way") or []):
+    raw_pairs = doc.get("two_way")
+    auto = raw_pairs == "auto"
+    if auto:
+        raw_pairs = []
+        if allocation["selection"] <= 0 or allocation["two_way"] <= 0:
+            raise _fail(f"{where}: allocation", "two_way: auto needs positive selection and two_way shares")
+    elif allocation["selection"] > 0:
+        raise _fail(f"{where}: allocation.selection", "must be 0 or absent unless two_way is auto")
+    elif raw_pairs is not None and not isinstance(raw_pairs, list):
+        raise _fail(f"{where}: two_way", "must be 'auto' or a list of column pairs")
+    for i, pair in enumerate(raw_pairs or []):
         loc = f"{where}: two_way[{i}]"
         if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
             raise _fail(loc, "must be a list of two different column names")
@@ -645,6 +662,10 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     if not schema.hierarchies and allocation["hierarchy"] > 0:
         raise _fail(f"{where}: allocation.hierarchy", "must be 0 or absent: the schema declares no hierarchy")
 
+    weighting = doc.get("weighting", "cells")
+    if weighting not in ("cells", "equal"):
+        raise _fail(f"{where}: weighting", f"({weighting!r}) must be 'cells' or 'equal'")
+
     seed = doc.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise _fail(f"{where}: seed", "must be a non-negative whole number")
@@ -652,6 +673,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         dataset=dataset, schema=schema, data=data, definition=definition, epsilon=epsilon, delta=delta,
         budget=budget, lifetime=lifetime, release_cap=release_cap, lifetime_epsilon=life_epsilon, allocation=allocation,
         two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path, hierarchy_split=split,
+        weighting=weighting, auto_pairs=auto,
     )
 
 

@@ -60,6 +60,23 @@ class PlannedBounds:
 
 
 @dataclass(frozen=True)
+class PlannedSelection:
+    """Private choice of the 2-way marginals (``two_way: auto``): a spanning tree, one edge a round.
+
+    Attributes:
+        rounds: At most ``columns - 1`` rounds of the exponential mechanism.
+        run_budget: Epsilon of each round.
+        candidates: The pairs that may be chosen, in public order (those over the cell limit left out).
+        two_way: The ``two_way`` stage's budget, split over the chosen pairs once they are known.
+    """
+
+    rounds: int
+    run_budget: PureBudget
+    candidates: tuple[tuple[str, str], ...]
+    two_way: Budget
+
+
+@dataclass(frozen=True)
 class ReleasePlan:
     """Everything a release will spend, decided before any data is read (public).
 
@@ -73,8 +90,9 @@ class ReleasePlan:
         total: What is reserved in the ledger: the sum of the stage budgets.
         stages: Budget of each stage with a positive share.
         bounds: Planned bound discoveries.
-        measurements: Planned marginals.
+        measurements: Planned marginals (for ``two_way: auto``, the 2-way ones are planned after selection).
         seed: Public seed of synthetic sampling.
+        selection: The private choice of 2-way marginals, or None when they are declared.
     """
 
     release_id: str
@@ -88,6 +106,7 @@ class ReleasePlan:
     bounds: tuple[PlannedBounds, ...]
     measurements: tuple[PlannedMeasurement, ...]
     seed: int
+    selection: PlannedSelection | None = None
 
     def lines(self) -> list[str]:
         """A human-readable plan (for ``dprelease plan`` and logs); public values only."""
@@ -100,6 +119,12 @@ class ReleasePlan:
             out.append(f"    bounds  {b.column:<16} 2 x AboveThreshold epsilon={float(b.run_budget.epsilon):.6g}")
         for m in self.measurements:
             out.append(f"    {m.stage:<7} {m.query:<40} {unit}={float(m.budget.amount):.6g}")
+        if self.selection is not None:
+            out.append(f"    selection: up to {self.selection.rounds} rounds of the exponential mechanism, "
+                       f"epsilon={float(self.selection.run_budget.epsilon):.6g} each, over "
+                       f"{len(self.selection.candidates)} candidate pairs")
+            two_way = float(self.selection.two_way.amount)
+            out.append(f"    two_way: the chosen pairs, {unit}={two_way:.6g} split by size")
         return out
 
 
@@ -131,7 +156,9 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     for name, budget in stages_all.items():
         if name == "bounds" and not needs_bounds:
             continue
-        if name == "two_way" and not spec.two_way:
+        if name == "two_way" and not spec.two_way and not spec.auto_pairs:
+            continue
+        if name == "selection" and not spec.auto_pairs:
             continue
         if name == "hierarchy" and not spec.schema.hierarchies:
             continue
@@ -152,11 +179,13 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
         bounds = [PlannedBounds(c, run_budget, booked) for c in needs_bounds]
 
     measurements: list[PlannedMeasurement] = []
-    one_way = _share(stages["one_way"], len(measured))
-    measurements += [PlannedMeasurement("one_way", (c.name,), one_way) for c in measured]
+    one_way: list[tuple[str, ...]] = [(c.name,) for c in measured]
+    shares = _weighted(stages["one_way"], one_way, spec)
+    measurements += [PlannedMeasurement("one_way", cols, shares[cols]) for cols in one_way]
     if spec.two_way:
-        two_way = _share(stages["two_way"], len(spec.two_way))
-        measurements += [PlannedMeasurement("two_way", pair, two_way) for pair in spec.two_way]
+        shares = _weighted(stages["two_way"], list(spec.two_way), spec)
+        measurements += [PlannedMeasurement("two_way", pair, shares[pair]) for pair in spec.two_way]
+    selection = _plan_selection(spec, stages) if spec.auto_pairs else None
     if spec.schema.hierarchies:
         measurements += _plan_hierarchies(spec, stages["hierarchy"])
     for m in measurements:
@@ -170,8 +199,66 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     return ReleasePlan(
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=tuple(bounds),
-        measurements=tuple(measurements), seed=seed,
+        measurements=tuple(measurements), seed=seed, selection=selection,
     )
+
+
+def _plan_selection(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedSelection:
+    """Rounds, per-round epsilon and candidates of the private spanning-tree selection."""
+    names = [c.name for c in spec.schema.measured]
+    candidates = tuple(
+        (a, b) for i, a in enumerate(names) for b in names[i + 1:]
+        if _max_size(spec, a) * _max_size(spec, b) <= MAX_CELLS
+    )
+    rounds = max(1, len(names) - 1)
+    per_round = _share(stages["selection"], rounds)
+    try:
+        run_budget = per_round if isinstance(per_round, PureBudget) else pure_from_zcdp_share(per_round)
+    except ParameterError as err:
+        raise SchemaError(f"{spec.source}: allocation.selection: {err}") from None
+    if len(spec.schema.hierarchies) > 1:
+        raise SchemaError(f"{spec.source}: two_way: auto joins every column, so at most one hierarchy is supported")
+    return PlannedSelection(rounds, run_budget, candidates, stages["two_way"])
+
+
+def plan_pairs(plan: ReleasePlan, spec: ReleaseSpec, pairs: list[tuple[str, str]]) -> list[PlannedMeasurement]:
+    """The 2-way measurements of privately chosen pairs: the ``two_way`` stage split over them (public)."""
+    if plan.selection is None or not pairs:
+        return []
+    shares = _weighted(plan.selection.two_way, list(pairs), spec)
+    return [PlannedMeasurement("two_way", pair, shares[pair]) for pair in pairs]
+
+
+def marginal_weight(cells: int, definition: str) -> Fraction:
+    """The budget weight that minimises the summed expected L1 error of a stage's marginals.
+
+    A marginal of n cells with noise scale s has expected L1 error proportional to n·s. Under zCDP,
+    s ∝ rho^(-1/2), and minimising Σ n_i rho_i^(-1/2) subject to Σ rho_i = rho gives rho_i ∝ n_i^(2/3);
+    under pure DP, s ∝ 1/epsilon and epsilon_i ∝ n_i^(1/2). The weight is that power as a rational
+    (to three digits): any positive rational weights split the stage exactly.
+
+    >>> marginal_weight(8, "zcdp"), marginal_weight(16, "pure")
+    (Fraction(4, 1), Fraction(4, 1))
+    """
+    power = 2 / 3 if definition == "zcdp" else 1 / 2
+    return Fraction(round(cells**power * 1000), 1000)
+
+
+def _weighted(stage: Budget, marginals: list[tuple[str, ...]], spec: ReleaseSpec) -> dict[tuple[str, ...], Budget]:
+    """Split a stage over its marginals: equally, or by domain size (``weighting: cells``, the default).
+
+    Domain sizes are the public upper bounds of :func:`_max_size` (known before any data is read).
+    """
+    if spec.weighting == "equal":
+        return dict.fromkeys(marginals, _share(stage, len(marginals)))
+    weights = {}
+    for cols in marginals:
+        cells = 1
+        for c in cols:
+            cells *= _max_size(spec, c)
+        weights["|".join(cols)] = marginal_weight(cells, spec.definition)
+    split = stage.split(weights)
+    return {cols: split["|".join(cols)] for cols in marginals}
 
 
 def _plan_hierarchies(spec: ReleaseSpec, stage: Budget) -> list[PlannedMeasurement]:

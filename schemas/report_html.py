@@ -722,10 +722,21 @@ def _measurement_section(audit: Mapping[str, Any], colours: Mapping[str, str]) -
     return _section("measurements", "Measurements and their noise", "".join(parts), lead)
 
 
+def _selected_pairs(audit: Mapping[str, Any]) -> str:
+    chosen = audit.get("private_choices", {}).get("selected_pairs")
+    if not chosen:
+        return ""
+    unit = str(audit.get("budget", {}).get("unit", ""))
+    rows = [[_esc(i), _code(" × ".join(str(c) for c in p))] for i, p in enumerate(chosen.get("pairs", []), 1)]
+    return (f"<h3>2-way marginals chosen privately</h3><p class=\"small\">{_esc(chosen.get('method', ''))}; "
+            f"booked {_amount(chosen.get('booked'), unit)}.</p>" + _table(["round", "pair"], rows))
+
+
 def _bounds_section(audit: Mapping[str, Any]) -> str:
     bounds = audit.get("private_choices", {}).get("discovered_bounds", {})
     if not bounds:
-        return _section("bounds", "Bounds discovered privately", '<p class="small">None: no column needed them.</p>')
+        return _section("bounds", "Private choices", '<p class="small">No column needed discovered bounds.</p>'
+                        + _selected_pairs(audit))
 
     def cell(value: Any, found: Any) -> str:
         badge = ('<span class="badge ok">found</span>' if found
@@ -737,8 +748,10 @@ def _bounds_section(audit: Mapping[str, Any]) -> str:
     notes = sorted({str(b["note"]) for b in bounds.values() if b.get("note")})
     body = _table(["column", "lower", "upper"], rows)
     body += "".join(f'<p class="small">{_esc(n[:1].upper() + n[1:])}.</p>' for n in notes)
-    return _section("bounds", "Bounds discovered privately", body,
-                    "Data-dependent clipping bounds are themselves DP outputs (their budget is the bounds stage).")
+    body = "<h3>Bounds discovered privately</h3>" + body + _selected_pairs(audit)
+    return _section("bounds", "Private choices", body,
+                    "Data-dependent choices are themselves DP outputs: clipping bounds (the bounds stage) and, "
+                    "when they are not declared, the 2-way marginals to measure (the selection stage).")
 
 
 def _public_inputs_section(audit: Mapping[str, Any]) -> str:
@@ -752,10 +765,17 @@ def _public_inputs_section(audit: Mapping[str, Any]) -> str:
     if allocation:
         items.append(("Allocation", _chips(f"{_esc(k)}: {_esc(v)}" for k, v in allocation.items())))
     pairs = inputs.get("two_way_pairs", [])
-    if pairs:
+    if isinstance(pairs, str):
+        items.append(("2-way marginals", _esc(pairs)))
+    elif pairs:
         items.append(("2-way marginals", _chips(" × ".join(_esc(c) for c in p) for p in pairs)))
+    for h in inputs.get("hierarchies", []):
+        levels = " > ".join(_esc(x) for x in [*h.get("levels", []), h.get("column", "?")])
+        nodes = ", ".join(_esc(n) for n in h.get("nodes_per_level", []))
+        items.append((f"Hierarchy {h.get('name', '?')}", f"{levels} <span class=\"small\">({nodes} nodes above "
+                      f"the column; level weights {_esc(' : '.join(h.get('level_weights', [])))})</span>"))
     for key, value in inputs.items():
-        if key not in {"schema_file", "schema_sha256", "allocation", "two_way_pairs"}:
+        if key not in {"schema_file", "schema_sha256", "allocation", "two_way_pairs", "hierarchies"}:
             items.append((key.replace("_", " "), _esc(value)))
     return _section("inputs", "Public inputs", _dl(items),
                     "Chosen without looking at the data; anyone may know them.")
@@ -825,7 +845,7 @@ def render_html(audit: Mapping[str, Any]) -> str:
     colours = _stage_colours(stage_names)
     toc = ('<nav class="toc"><a href="#protection">Protection</a><a href="#budget">Budget by stage</a>'
            '<a href="#lifetime">Lifetime budget</a><a href="#measurements">Measurements</a>'
-           '<a href="#bounds">Bounds</a><a href="#inputs">Public inputs</a><a href="#post">Post-processing</a>'
+           '<a href="#bounds">Private choices</a><a href="#inputs">Public inputs</a><a href="#post">Post-processing</a>'
            '<a href="#provenance">Provenance</a><a href="#limitations">Limitations</a></nav>')
     body = "\n".join([
         _header(audit, "Privacy audit report"),
@@ -870,7 +890,10 @@ def render_internal_html(
     Returns:
         The HTML document.
     """
-    measured_pairs = {frozenset(str(c) for c in p) for p in audit.get("public_inputs", {}).get("two_way_pairs", [])}
+    declared = audit.get("public_inputs", {}).get("two_way_pairs", [])
+    if isinstance(declared, str):
+        declared = audit.get("private_choices", {}).get("selected_pairs", {}).get("pairs", [])
+    measured_pairs = {frozenset(str(c) for c in p) for p in declared}
 
     def measured(key: str) -> bool:
         return frozenset(key.split("|")) in measured_pairs

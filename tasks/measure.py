@@ -14,11 +14,13 @@ from dp.budget import PureBudget, ZCDPBudget
 from dp.hierarchy import NoisyLevel
 from dp.marginals import IntArray, NoisyMarginal, count_all
 from dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
+from dp.postprocess import consistent_counts, estimate_total
 from dp.random import secure_noise
+from dp.structure import independence_scores, select_spanning_tree
 from dp.svt import DiscoveredBounds
 from schemas.encoding import domains_for, rules_for
 from schemas.model import Hierarchy, load_spec
-from schemas.plan import ReleasePlan
+from schemas.plan import PlannedMeasurement, ReleasePlan, plan_pairs
 from tasks import SENSITIVE
 from tasks.ingest import row_groups
 from tasks.staging import write_internal
@@ -42,10 +44,16 @@ class Measured:
 
     marginals: list[NoisyMarginal]
     levels: list[NoisyLevel] = field(default_factory=list)
+    selection: list[Measurement] = field(default_factory=list)
 
     def records(self) -> list[Measurement]:
-        """Every measurement's provenance, in the order they were drawn."""
-        return [m.measurement for m in self.marginals] + [level.measurement for level in self.levels]
+        """Every measurement's provenance: selections, marginals, hierarchy levels."""
+        return (list(self.selection) + [m.measurement for m in self.marginals]
+                + [level.measurement for level in self.levels])
+
+    def pairs(self) -> list[tuple[str, ...]]:
+        """The measured 2-way marginals' columns."""
+        return [m.columns for m in self.marginals if len(m.columns) == 2]
 
 
 def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray:
@@ -63,13 +71,16 @@ def measure_marginals(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_
     """Charge the ledger and measure every planned marginal and hierarchy level; one noise call each.
 
     Every count comes from one map-reduce pass over the row groups, with the same row-level
-    handling, so the hierarchy levels and the marginals describe the same rows.
+    handling, so the hierarchy levels and the marginals describe the same rows. With
+    ``two_way: auto`` the 2-way marginals are chosen after the 1-ways are measured: a spanning
+    tree grown by the exponential mechanism (charged per round), scored against the noisy 1-ways.
     """
     spec = load_spec(plan.spec_path)
     domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
     by_name = {d.name: d for d in domains}
     hierarchies = {h.name: h for h in spec.schema.hierarchies}
-    workload = list(dict.fromkeys(m.columns for m in plan.measurements))
+    candidates = list(plan.selection.candidates) if plan.selection is not None else []
+    workload = list(dict.fromkeys([*(m.columns for m in plan.measurements), *candidates]))
     exact, handling = count_all(
         row_groups(spec.data, [d.name for d in domains]), domains, rules_for(spec.schema), workload
     )
@@ -81,20 +92,37 @@ def measure_marginals(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_
     }
     marginals: list[NoisyMarginal] = []
     levels: list[NoisyLevel] = []
+    selection: list[Measurement] = []
     with Ledger.open(Path(ledger_path)) as ledger:
         context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
-        for planned in plan.measurements:
+
+        def draw(planned: PlannedMeasurement) -> None:
             if planned.hierarchy is not None:
                 values = levels_exact.pop((planned.hierarchy, planned.level))
                 noisy, record = measure(_mechanism(planned.budget), values, context, stage=planned.stage,
                                         query=planned.query)
                 levels.append(NoisyLevel(planned.hierarchy, planned.level, planned.level_name, noisy, record))
-                continue
+                return
             noisy, record = measure(_mechanism(planned.budget), exact[planned.columns], context,
                                     stage=planned.stage, query=planned.query)
             shape = tuple(by_name[c].size for c in planned.columns)
             marginals.append(NoisyMarginal(planned.columns, shape, noisy, record))
+
+        for planned in plan.measurements:
+            if planned.stage == "one_way":
+                draw(planned)
+        later = [m for m in plan.measurements if m.stage != "one_way"]
+        if plan.selection is not None:
+            total = max(1, round(estimate_total(marginals)))
+            distributions = {m.columns[0]: consistent_counts(m, total) / total for m in marginals}
+            scores = independence_scores({p: exact[p] for p in candidates}, distributions, total)
+            chosen, selection = select_spanning_tree([d.name for d in domains], candidates, scores,
+                                                     plan.selection.run_budget, context)
+            later = plan_pairs(plan, spec, chosen) + later
+        for planned in later:
+            draw(planned)
     exact.clear()
-    get_run_logger().info("measured %d marginals and %d hierarchy levels (%d noisy cells)", len(marginals),
-                          len(levels), sum(len(r.counts) for r in marginals) + sum(len(x.counts) for x in levels))
-    return Measured(marginals, levels)
+    get_run_logger().info("measured %d marginals and %d hierarchy levels (%d noisy cells)%s", len(marginals),
+                          len(levels), sum(len(r.counts) for r in marginals) + sum(len(x.counts) for x in levels),
+                          f"; {len(selection)} pairs chosen privately" if selection else "")
+    return Measured(marginals, levels, selection)

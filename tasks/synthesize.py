@@ -14,7 +14,7 @@ from prefect import get_run_logger, task
 from dp.estimation import TreeModel, fit_tree
 from dp.hierarchy import NoisyLevel, combine, make_consistent
 from dp.marginals import NoisyMarginal
-from dp.postprocess import consistent_counts, estimate_total
+from dp.postprocess import combined_one_way, consistent_marginals, estimate_total
 from dp.random import synthetic_generator
 from dp.sampling import decode, sample_codes
 from dp.svt import DiscoveredBounds
@@ -71,15 +71,16 @@ def _metadata(plan: ReleasePlan, version: str) -> dict[bytes, bytes]:
 
 
 def _hierarchy_counts(
-    hierarchy: Hierarchy, levels: list[NoisyLevel], one_way: NoisyMarginal, total: int
+    hierarchy: Hierarchy, levels: list[NoisyLevel], marginals: list[NoisyMarginal], total: int
 ) -> list[npt.NDArray[np.int64]]:
     """Consistent integer counts of every level of one hierarchy, the root pinned to ``total``.
 
-    The leaf level is measured twice (the hierarchy's last level and the column's 1-way marginal);
-    both are combined by inverse variance before the weighted least squares over the tree.
+    The leaf level is also measured by the column's 1-way marginal and the margins of its 2-way
+    marginals; all are combined by inverse variance before the weighted least squares over the tree.
     """
     ordered = sorted((x for x in levels if x.hierarchy == hierarchy.name), key=lambda x: x.level)
-    leaf, leaf_variance = combine(ordered[-1].counts, ordered[-1].variance, one_way.counts, one_way.variance)
+    other, other_variance = combined_one_way(hierarchy.column, marginals)
+    leaf, leaf_variance = combine(ordered[-1].counts, ordered[-1].variance, other, float(other_variance[0]))
     noisy = [np.array([float(total)]), *[x.counts.astype(np.float64) for x in ordered[:-1]], leaf]
     variances = [1.0, *[x.variance for x in ordered[:-1]], leaf_variance]  # the root is pinned to the total
     return make_consistent(hierarchy_tree(hierarchy), noisy, variances, total=total)
@@ -87,18 +88,21 @@ def _hierarchy_counts(
 
 @task(name="estimate_model", **PUBLIC)
 def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: Measured) -> Estimate:
-    """Post-process the noisy measurements (total, hierarchies, non-negativity, consistency); fit the model."""
+    """Post-process the noisy measurements (total, hierarchies, non-negativity, consistency); fit the model.
+
+    The row count is the inverse-variance-weighted total of every noisy partition of the rows;
+    each hierarchy is made consistent with its root pinned to it; every 1-way marginal is the
+    inverse-variance combination of all marginals containing its column, and every 2-way table is
+    fitted to its two 1-ways and rounded so its margins equal them exactly.
+    """
     spec = load_spec(plan.spec_path)
     domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
     marginals = measured.marginals
     total = max(0, round(estimate_total([*marginals, *measured.levels])))
-    consistent = {m.columns: consistent_counts(m, total) for m in marginals}
-    hierarchies: dict[str, list[npt.NDArray[np.int64]]] = {}
-    for h in spec.schema.hierarchies:
-        one_way = next(m for m in marginals if m.columns == (h.column,))
-        hierarchies[h.name] = _hierarchy_counts(h, measured.levels, one_way, total)
-        consistent[(h.column,)] = hierarchies[h.name][-1]
+    hierarchies = {h.name: _hierarchy_counts(h, measured.levels, marginals, total) for h in spec.schema.hierarchies}
     exact = {h.column: hierarchies[h.name][-1] for h in spec.schema.hierarchies}
+    # Every marginal agrees with the best 1-way estimates (and with the hierarchies' leaf counts).
+    consistent = consistent_marginals(marginals, total, exact)
     one = {cols[0]: counts for cols, counts in consistent.items() if len(cols) == 1}
     two = {(cols[0], cols[1]): counts for cols, counts in consistent.items() if len(cols) == 2}
     # Hierarchy columns first: each becomes the root of its part of the model, sampled exactly.

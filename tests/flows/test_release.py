@@ -331,3 +331,41 @@ def test_three_level_geography_release(prefect_harness, tmp_path):
     levels = _check_hierarchy_release(target, "geo", ["total", "state", "county", "tract"], "tract")
     assert [len(level) for level in levels] == [1, 5, 100, 1000]
     assert abs(levels[0][0]["count"] - rows) < 300  # a noisy total, never the true one
+
+
+def test_auto_pairs_are_chosen_privately_booked_and_replayed(prefect_harness, tmp_path, monkeypatch):
+    import flows.release
+
+    folder = tmp_path / "example"
+    folder.mkdir()
+    for name in ("schema.yaml", "adult.parquet", "release-auto.yaml"):
+        shutil.copy(ADULT / name, folder / name)
+    spec_path = folder / "release-auto.yaml"
+    ledger = tmp_path / "l.sqlite"
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(flows.release, "estimate_model", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("fault")))
+        with pytest.raises(RuntimeError, match="fault"):
+            flows.release.release(spec=str(spec_path), out=str(out), ledger=str(ledger), release_id="auto-1")
+    with Ledger.open(ledger) as book:
+        drawn = book.charges(release_id="auto-1")
+    selections = [c for c in drawn if c.stage == "selection"]
+    assert len(selections) == 13 and all(c.query.startswith("spanning tree edge ") for c in selections)
+    assert [c.seq for c in selections] < [c.seq for c in drawn if c.stage == "two_way"]  # chosen, then measured
+
+    target = Path(flows.release.release(spec=str(spec_path), out=str(out), ledger=str(ledger), release_id="auto-1"))
+    with Ledger.open(ledger) as book:
+        assert len(book.charges(release_id="auto-1")) == len(drawn)  # the re-run replayed every draw
+    audit = json.loads((target / "audit.json").read_text())
+    spec = load_spec(spec_path)
+    chosen = audit["private_choices"]["selected_pairs"]
+    assert len(chosen["pairs"]) == 13 and audit["public_inputs"]["two_way_pairs"].startswith("auto")
+    measured = [m["query"] for m in audit["measurements"] if m["stage"] == "two_way"]
+    assert measured == [f"marginal({a},{b})" for a, b in chosen["pairs"]]
+    booked = sum(Fraction(m["booked"]["rho"]["exact"]) for m in audit["measurements"])
+    assert booked <= spec.budget.amount
+    assert Fraction(chosen["booked"]["exact"]) <= spec.budget.amount * spec.allocation["selection"]
+    names = {c for pair in chosen["pairs"] for c in pair}
+    assert names == {c.name for c in spec.schema.measured}  # a spanning tree touches every measured column
+    table = pq.read_table(target / "synthetic" / "adult.parquet")
+    assert table.column_names == list(spec.schema.names)

@@ -109,6 +109,11 @@ def _spec(tmp_path, **changes):
         ({"two_way": [["age", "height"]]}, "two_way[0]: ('height') is not a declared column"),
         ({"two_way": [["education-num", "age"]]}, "is derived from another column"),
         ({"lifetime_budget": {"epsilon": 3}}, "lifetime_budget: must use the same definition and delta"),
+        ({"two_way": "auto"}, "allocation: two_way: auto needs positive selection and two_way shares"),
+        ({"allocation": {"bounds": 0.05, "one_way": 0.2, "selection": 0.1, "two_way": 0.6, "hierarchy": 0.05}},
+         "allocation.selection: must be 0 or absent unless two_way is auto"),
+        ({"two_way": "everything"}, "two_way: must be 'auto' or a list of column pairs"),
+        ({"weighting": "sqrt"}, "weighting: ('sqrt') must be 'cells' or 'equal'"),
     ],
 )
 def test_spec_errors(tmp_path, changes, message):
@@ -210,3 +215,31 @@ def test_two_hierarchy_columns_joined_by_marginals_are_refused_before_any_data(t
     spec = load_spec(_spec(tmp_path))
     with pytest.raises(SchemaError, match="joins the hierarchy columns"):
         plan_release(spec, "r", 1)
+
+
+def test_auto_spec_plans_a_private_selection_before_any_data(tmp_path):
+    from schemas.plan import plan_release
+
+    for name in ("schema.yaml", "adult.parquet", "release-auto.yaml"):
+        shutil.copy(ADULT / name, tmp_path / name)
+    spec = load_spec(tmp_path / "release-auto.yaml")
+    assert spec.auto_pairs and spec.two_way == ()
+    plan = plan_release(spec, "r", 1)
+    assert plan.selection is not None and plan.selection.rounds == 13
+    assert len(plan.selection.candidates) == 14 * 13 // 2
+    assert plan.selection.run_budget.epsilon ** 2 / 2 * 13 <= plan.stages["selection"].amount
+    assert not [m for m in plan.measurements if m.stage == "two_way"]  # planned once the pairs are chosen
+    assert plan.total == spec.budget
+    assert any("rounds of the exponential mechanism" in line for line in plan.lines())
+
+
+def test_cells_weighting_gives_larger_marginals_more_budget(tmp_path):
+    from schemas.plan import plan_release
+
+    plan = plan_release(load_spec(_spec(tmp_path)), "r", 1)
+    by_query = {m.query: m.budget.amount for m in plan.measurements}
+    assert by_query["marginal(age)"] > by_query["marginal(sex)"]  # at most 75 cells (a public bound) against 2
+    ratio = by_query["marginal(age)"] / by_query["marginal(sex)"]
+    assert abs(float(ratio) - (75 / 2) ** (2 / 3)) < 0.01
+    equal = plan_release(load_spec(_spec(tmp_path, weighting="equal")), "r", 1)
+    assert len({m.budget.amount for m in equal.measurements if m.stage == "one_way"}) == 1
