@@ -158,7 +158,8 @@ def main() -> None:
                     release = f"{column} eps={epsilon} rep={rep}"  # one release per repetition keeps charging fast
                     ledger.reserve("benchmark", release, PureBudget(2 * epsilon))
                     context = ReleaseContext(ledger, release, "pure", noise)
-                    found = discover_bounds(column, counts, grid, PureBudget(epsilon / 2), context, stage="bounds")
+                    found = discover_bounds(column, counts, grid, PureBudget(epsilon / 2), context,
+                                            sensitivity=1, stage="bounds")
                     naive_upper = naive_upper_bound(values, high, epsilon, noise)
                     monotone = discover_bounds_monotone(column, counts, grid, PureBudget(epsilon / 2), context,
                                                         stage="bounds (monotone)")

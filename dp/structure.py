@@ -80,6 +80,7 @@ def select_spanning_tree(
     run_budget: PureBudget,
     context: ReleaseContext,
     *,
+    score_sensitivity: int,
     stage: str = "selection",
 ) -> tuple[list[Pair], list[Measurement]]:
     """Grow a spanning forest over ``columns`` by the exponential mechanism, one edge per round.
@@ -87,9 +88,11 @@ def select_spanning_tree(
     Args:
         columns: The measured columns (public).
         candidates: The pairs that may be chosen, in a public order (pairs too large to measure left out).
-        scores: Each candidate's score (sensitivity 1).
+        scores: Each candidate's score.
         run_budget: Epsilon of each round's selection.
         context: The ledger and noise source.
+        score_sensitivity: How far one privacy unit moves any score: 1 for row-level privacy, k when
+            contributions are bounded to k rows per id (each of its rows moves a score by at most 1).
         stage: The ledger stage.
 
     Returns:
@@ -101,7 +104,7 @@ def select_spanning_tree(
         raise InternalError(f"candidate pair {missing[0]} has no score")
     if len(set(candidates)) != len(candidates):
         raise ParameterError("candidates must not repeat a pair")
-    mechanism = ExponentialMechanism(score_sensitivity=1, budget=run_budget)
+    mechanism = ExponentialMechanism(score_sensitivity=score_sensitivity, budget=run_budget)
     components = _Components(columns)
     chosen: list[Pair] = []
     records: list[Measurement] = []

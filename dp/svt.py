@@ -277,6 +277,7 @@ def discover_bounds(
     run_budget: PureBudget,
     context: ReleaseContext,
     *,
+    sensitivity: int,
     stage: str = "bounds",
 ) -> DiscoveredBounds:
     """Discover lower and upper clipping bounds with two AboveThreshold runs of ``run_budget`` each.
@@ -287,13 +288,15 @@ def discover_bounds(
         grid: The candidate points, ascending.
         run_budget: Epsilon of each of the two runs (the column costs both, composed).
         context: The ledger and noise source.
+        sensitivity: How much one privacy unit can move each tail count: 1 for row-level privacy,
+            k when contributions are bounded to k rows per id.
         stage: The ledger stage name.
 
     Returns:
         The bounds; lower < upper always holds (a crossing is resolved towards the search range).
     """
     below, above = counts
-    mechanism = AboveThreshold(1, run_budget)
+    mechanism = AboveThreshold(sensitivity, run_budget)
     threshold = svt_threshold(mechanism.query_scale(), len(grid))
 
     # Lower bound: ascending scan of "rows below g"; the bound is the last point before it fires.
@@ -562,6 +565,8 @@ def range_query_answers(
         budget: Epsilon of the whole procedure.
         cutoff: The most queries answered (c).
         context: The ledger and noise source.
+        sensitivity: How much one privacy unit can move each tail count: 1 for row-level privacy,
+            k when contributions are bounded to k rows per id.
         stage: The ledger stage name.
         query: A public label; the ledger rows are ``{query}: select`` and ``{query}: counts``.
 

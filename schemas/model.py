@@ -455,8 +455,13 @@ def load_schema(path: Path | str) -> TableSchema:
         k = raw_unit["max_rows"]
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise _fail(f"{where}: privacy_unit.max_rows", f"({k!r}) must be a positive whole number")
-        raise _fail(f"{where}: privacy_unit", "id-level privacy units (contribution bounding) are not supported "
-                    "yet; use 'row'")
+        id_column = raw_unit["id_column"]
+        if not isinstance(id_column, str) or not _NAME.match(id_column):
+            raise _fail(f"{where}: privacy_unit.id_column", "must be a column name")
+        if id_column in names:
+            raise _fail(f"{where}: privacy_unit.id_column", f"({id_column!r}) must not be a declared column: ids "
+                        "are used to bound contributions and are never released")
+        unit = PrivacyUnit(id_column, k)
 
     qis = doc.get("quasi_identifiers", [])
     if not isinstance(qis, list) or any(q not in names for q in qis):

@@ -193,6 +193,15 @@ def structural_problems(schema: TableSchema, arrow_schema: pa.Schema) -> list[Pr
             rule = _type_rule(column, arrow_schema.field(column.name).type)
             if rule is not None:
                 problems.append(Problem(column.name, rule))
+    unit = schema.privacy_unit.id_column
+    if unit is not None:
+        found = counts[unit]
+        if found != 1:
+            problems.append(Problem(unit, "must be present exactly once (the privacy-unit id column)"))
+        else:
+            id_type = arrow_schema.field(unit).type
+            if not (pa.types.is_integer(id_type) or _is_string(id_type)):
+                problems.append(Problem(unit, "must be integers or strings (the privacy-unit id column)"))
     return problems
 
 

@@ -15,7 +15,7 @@ from dp.svt import DiscoveredBounds, discover_bounds, geometric_grid, tail_count
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from tasks import SENSITIVE
-from tasks.ingest import row_groups
+from tasks.ingest import unit_row_groups
 
 
 @task(name="discover_bounds", **SENSITIVE)
@@ -32,7 +32,9 @@ def find_bounds(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredBounds]:
         grids[planned.column] = geometric_grid(*column.search_range)
     # Map: tail counts per row group; reduce: their sum.
     sums = {name: (np.zeros(len(g), dtype=np.int64), np.zeros(len(g), dtype=np.int64)) for name, g in grids.items()}
-    for batch in row_groups(spec.data, list(grids)):
+    batches, bounded = unit_row_groups(spec.data, list(grids), spec.schema.privacy_unit)
+    sensitivity = 1 if bounded is None else bounded.l1_sensitivity  # one unit moves each tail count by <= k
+    for batch in batches:
         for name, grid in grids.items():
             array = batch.column(name)
             values = np.asarray(
@@ -47,7 +49,7 @@ def find_bounds(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredBounds]:
         context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
         for planned in plan.bounds:
             found = discover_bounds(planned.column, sums[planned.column], grids[planned.column],
-                                    planned.run_budget, context)
+                                    planned.run_budget, context, sensitivity=sensitivity)
             logger.info("bounds of %s: [%g, %g] (epsilon %.6g per run)", planned.column, found.lower, found.upper,
                         float(planned.run_budget.epsilon))
             results.append(found)

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 
-from schemas.model import TableSchema, load_spec
+from dp.contributions import BoundedRows, bound_contributions
+from schemas.model import PrivacyUnit, TableSchema, load_spec
 from schemas.plan import ReleasePlan
 from schemas.validation import structural_problems
 from tasks import SENSITIVE
@@ -43,6 +44,32 @@ def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:
             yield parquet.read_row_group(index, columns=list(columns))
         except (pa.ArrowInvalid, OSError) as err:
             raise InputError(f"{path.name}: row group {index} cannot be read ({type(err).__name__})") from None
+
+
+def unit_row_groups(
+    path: Path, columns: Sequence[str], unit: PrivacyUnit
+) -> tuple[Iterator[pa.Table], BoundedRows | None]:
+    """The row groups after contribution bounding (at most ``unit.max_rows`` rows per id), and the bounding.
+
+    With row-level privacy this is :func:`row_groups` and no bounding. Otherwise the id column is
+    read first (one column, every row group), the rows to keep are chosen, and each row group is
+    filtered as it is read, so the map-reduce over row groups is unchanged.
+    """
+    if unit.id_column is None:
+        return row_groups(path, columns), None
+    ids = [batch.column(unit.id_column) for batch in row_groups(path, [unit.id_column])]
+    chunks = [chunk for column in ids for chunk in column.chunks]
+    id_type = open_parquet(path).schema_arrow.field(unit.id_column).type
+    bounded = bound_contributions(pa.chunked_array(chunks, type=id_type), unit.max_rows)
+
+    def filtered() -> Iterator[pa.Table]:
+        offset = 0
+        for batch in row_groups(path, columns):
+            keep = bounded.keep[offset:offset + batch.num_rows]
+            offset += batch.num_rows
+            yield batch.filter(pa.array(keep))
+
+    return filtered(), bounded
 
 
 def read_table(path: Path, columns: Sequence[str]) -> pa.Table:

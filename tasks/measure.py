@@ -11,6 +11,7 @@ from prefect import get_run_logger, task
 
 from dp.accounting import Ledger, Measurement, ReleaseContext, measure
 from dp.budget import PureBudget, ZCDPBudget
+from dp.contributions import BoundedRows
 from dp.hierarchy import NoisyLevel
 from dp.marginals import IntArray, NoisyMarginal, count_all
 from dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
@@ -22,15 +23,21 @@ from schemas.encoding import domains_for, rules_for
 from schemas.model import Hierarchy, load_spec
 from schemas.plan import PlannedMeasurement, ReleasePlan, plan_pairs
 from tasks import SENSITIVE
-from tasks.ingest import row_groups
+from tasks.ingest import unit_row_groups
 from tasks.staging import write_internal
 
 
-def _mechanism(budget: PureBudget | ZCDPBudget) -> Mechanism:
-    # A histogram changes by one count in one cell when a row is added or removed.
+def unit_sensitivity(bounded: BoundedRows | None) -> int:
+    """The L1 and L2 sensitivity of every histogram: 1 per row, or k after contribution bounding."""
+    return 1 if bounded is None else bounded.l2_sensitivity
+
+
+def _mechanism(budget: PureBudget | ZCDPBudget, sensitivity: int) -> Mechanism:
+    # A histogram changes by one count in one cell when a row is added or removed; by at most k
+    # in L1 and in L2 when a privacy unit of at most k rows (after contribution bounding) is.
     if isinstance(budget, PureBudget):
-        return DiscreteLaplace(l1_sensitivity=1, budget=budget)
-    return DiscreteGaussian(l2_sensitivity=1, budget=budget)
+        return DiscreteLaplace(l1_sensitivity=sensitivity, budget=budget)
+    return DiscreteGaussian(l2_sensitivity=sensitivity, budget=budget)
 
 
 @dataclass(frozen=True)
@@ -81,10 +88,15 @@ def measure_marginals(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_
     hierarchies = {h.name: h for h in spec.schema.hierarchies}
     candidates = list(plan.selection.candidates) if plan.selection is not None else []
     workload = list(dict.fromkeys([*(m.columns for m in plan.measurements), *candidates]))
-    exact, handling = count_all(
-        row_groups(spec.data, [d.name for d in domains]), domains, rules_for(spec.schema), workload
-    )
-    write_internal(Path(staging), "row_handling.json", json.dumps(handling.__dict__, indent=2))
+    batches, bounded = unit_row_groups(spec.data, [d.name for d in domains], spec.schema.privacy_unit)
+    sensitivity = unit_sensitivity(bounded)
+    exact, handling = count_all(batches, domains, rules_for(spec.schema), workload)
+    internal = dict(handling.__dict__)
+    if bounded is not None:
+        internal["contribution_bounding"] = {"max_rows_per_id": bounded.l1_sensitivity,
+                                             "dropped_null_ids": bounded.dropped_null_ids,
+                                             "dropped_over_cap": bounded.dropped_over_cap}
+    write_internal(Path(staging), "row_handling.json", json.dumps(internal, indent=2))
     # A row falls in exactly one node of every level: each level is a histogram of sensitivity 1.
     levels_exact = {
         (m.hierarchy, m.level): level_counts(hierarchies[m.hierarchy], exact[m.columns], m.level)
@@ -99,11 +111,11 @@ def measure_marginals(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_
         def draw(planned: PlannedMeasurement) -> None:
             if planned.hierarchy is not None:
                 values = levels_exact.pop((planned.hierarchy, planned.level))
-                noisy, record = measure(_mechanism(planned.budget), values, context, stage=planned.stage,
+                noisy, record = measure(_mechanism(planned.budget, sensitivity), values, context, stage=planned.stage,
                                         query=planned.query)
                 levels.append(NoisyLevel(planned.hierarchy, planned.level, planned.level_name, noisy, record))
                 return
-            noisy, record = measure(_mechanism(planned.budget), exact[planned.columns], context,
+            noisy, record = measure(_mechanism(planned.budget, sensitivity), exact[planned.columns], context,
                                     stage=planned.stage, query=planned.query)
             shape = tuple(by_name[c].size for c in planned.columns)
             marginals.append(NoisyMarginal(planned.columns, shape, noisy, record))
@@ -117,7 +129,8 @@ def measure_marginals(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_
             distributions = {m.columns[0]: consistent_counts(m, total) / total for m in marginals}
             scores = independence_scores({p: exact[p] for p in candidates}, distributions, total)
             chosen, selection = select_spanning_tree([d.name for d in domains], candidates, scores,
-                                                     plan.selection.run_budget, context)
+                                                     plan.selection.run_budget, context,
+                                                     score_sensitivity=sensitivity)
             later = plan_pairs(plan, spec, chosen) + later
         for planned in later:
             draw(planned)

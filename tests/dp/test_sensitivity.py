@@ -33,7 +33,7 @@ from dp.marginals import ColumnDomain, ColumnRule, _bin_lookup, count_all
 from dp.mechanisms import DiscreteGaussian, DiscreteLaplace
 from schemas.encoding import domains_for, rules_for
 from schemas.model import load_schema
-from tasks.measure import _mechanism
+from tasks.measure import _mechanism, unit_sensitivity
 
 SCHEMA = {
     "table": "t",
@@ -69,8 +69,9 @@ def release_encoding(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Col
 
 def declared_sensitivities() -> tuple[int, int]:
     """The L1 and L2 sensitivities the release declares for every marginal."""
-    laplace = _mechanism(PureBudget(Fraction(1)))
-    gaussian = _mechanism(ZCDPBudget(Fraction(1)))
+    row_level = unit_sensitivity(None)  # what the release uses when each row is its own privacy unit
+    laplace = _mechanism(PureBudget(Fraction(1)), row_level)
+    gaussian = _mechanism(ZCDPBudget(Fraction(1)), row_level)
     assert isinstance(laplace, DiscreteLaplace) and isinstance(gaussian, DiscreteGaussian)
     return int(laplace.l1_sensitivity), int(gaussian.l2_sensitivity)
 

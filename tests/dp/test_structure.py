@@ -26,7 +26,8 @@ def test_with_little_noise_the_maximum_spanning_tree_is_chosen_and_every_round_i
               ("c", "d"): 1.0}
     with Ledger.open(tmp_path / "l.sqlite") as ledger:
         context = _context(ledger)
-        chosen, records = select_spanning_tree(columns, list(scores), scores, PureBudget(Fraction(200)), context)
+        chosen, records = select_spanning_tree(columns, list(scores), scores, PureBudget(Fraction(200)), context,
+                                              score_sensitivity=1)
         assert chosen == [("a", "b"), ("b", "d"), ("b", "c")]  # Kruskal on the scores; (a, d) would close a cycle
         charges = ledger.charges(release_id="r")
         assert [c.query for c in charges] == [f"spanning tree edge {i}" for i in (1, 2, 3)]
@@ -35,7 +36,7 @@ def test_with_little_noise_the_maximum_spanning_tree_is_chosen_and_every_round_i
         assert [r.query for r in records] == [c.query for c in charges]
         # A re-run of the same release replays the sealed choices: same tree, no new charge.
         again, _ = select_spanning_tree(columns, list(scores), {p: -s for p, s in scores.items()},
-                                        PureBudget(Fraction(200)), context)
+                                        PureBudget(Fraction(200)), context, score_sensitivity=1)
         assert again == chosen and len(ledger.charges(release_id="r")) == 3
 
 
@@ -43,7 +44,7 @@ def test_candidates_that_cannot_connect_every_column_give_a_forest(tmp_path):
     scores = {("a", "b"): 1.0}
     with Ledger.open(tmp_path / "l.sqlite") as ledger:
         chosen, records = select_spanning_tree(["a", "b", "c"], [("a", "b")], scores, PureBudget(Fraction(1)),
-                                               _context(ledger))
+                                               _context(ledger), score_sensitivity=1)
     assert chosen == [("a", "b")] and len(records) == 1
 
 

@@ -69,7 +69,7 @@ def test_discovery_charges_two_runs_and_finds_bounds(tmp_path):
     cm, context = _context(tmp_path, SeededNoise(3))
     values = np.concatenate([np.zeros(5000), np.arange(1, 3000, dtype=float)])
     grid = geometric_grid(0, 2**20)
-    found = discover_bounds("gain", tail_counts(values, grid), grid, PureBudget(Fraction(1)), context)
+    found = discover_bounds("gain", tail_counts(values, grid), grid, PureBudget(Fraction(1)), context, sensitivity=1)
     assert found.lower == 0.0
     assert 1024 <= found.upper <= 4096
     assert [c.loss for c in context.ledger.charges()] == [Fraction(1), Fraction(1)]
@@ -79,7 +79,7 @@ def test_discovery_charges_two_runs_and_finds_bounds(tmp_path):
 def test_discovery_on_an_empty_table_falls_back_to_the_search_range(tmp_path):
     cm, context = _context(tmp_path, SpyNoise())  # no noise: nothing ever reaches the threshold
     grid = geometric_grid(-8, 8)
-    found = discover_bounds("x", tail_counts(np.array([]), grid), grid, PureBudget(Fraction(1)), context)
+    found = discover_bounds("x", tail_counts(np.array([]), grid), grid, PureBudget(Fraction(1)), context, sensitivity=1)
     assert (found.lower, found.upper, found.lower_found, found.upper_found) == (-8.0, 8.0, False, False)
     cm.__exit__(None, None, None)
 

@@ -369,3 +369,40 @@ def test_auto_pairs_are_chosen_privately_booked_and_replayed(prefect_harness, tm
     assert names == {c.name for c in spec.schema.measured}  # a spanning tree touches every measured column
     table = pq.read_table(target / "synthetic" / "adult.parquet")
     assert table.column_names == list(spec.schema.names)
+
+
+def test_contributions_are_bounded_per_privacy_unit(prefect_harness, tmp_path):
+    """Households of 1-6 rows, at most 2 kept each: every mechanism is calibrated to sensitivity 2."""
+    from flows.release import release
+
+    chooser = np.random.default_rng(3)  # test data, not a release
+    sizes = chooser.integers(1, 7, size=3000)
+    household = np.repeat(np.arange(len(sizes)), sizes)
+    rows = len(household)
+    table = pa.table({"household": pa.array(household, pa.int64()),
+                      "tenure": pa.array(chooser.choice(["own", "rent"], size=rows).tolist()),
+                      "income": pa.array(chooser.gamma(2.0, 20000.0, size=rows).round().astype(np.int64))})
+    folder = tmp_path / "hh"
+    folder.mkdir()
+    pq.write_table(table, folder / "people.parquet", row_group_size=4000)
+    schema = {"table": "people", "privacy_unit": {"id_column": "household", "max_rows": 2}, "columns": {
+        "tenure": {"type": "category", "categories": ["own", "rent"]},
+        "income": {"type": "int", "search_range": [0, 1048576], "bins": "log"}}}
+    (folder / "schema.yaml").write_text(yaml.safe_dump(schema, sort_keys=False))
+    spec = {"dataset": "households", "schema": "schema.yaml", "data": "people.parquet",
+            "budget": {"epsilon": 1, "delta": 1e-9}, "lifetime_budget": {"epsilon": 2, "delta": 1e-9},
+            "allocation": {"bounds": 0.1, "one_way": 0.4, "two_way": 0.5}, "two_way": [["tenure", "income"]]}
+    (folder / "release.yaml").write_text(yaml.safe_dump(spec))
+    target = Path(release(spec=str(folder / "release.yaml"), out=str(tmp_path / "out"),
+                          ledger=str(tmp_path / "l.sqlite"), release_id="hh-1"))
+    audit = json.loads((target / "audit.json").read_text())
+    assert "at most 2 rows kept per id" in audit["privacy"]["unit"]
+    sensitivities = {m["query"]: m["sensitivity"] for m in audit["measurements"]}
+    assert sensitivities["marginal(tenure)"] == "L2=2" and sensitivities["marginal(tenure,income)"] == "L2=2"
+    assert sensitivities["lower bound of income"].startswith("L1=2")
+    synthetic = pq.read_table(target / "synthetic" / "people.parquet")
+    assert synthetic.column_names == ["tenure", "income"]  # the id column is never released
+    handling = json.loads((target / "internal" / "row_handling.json").read_text())
+    bounding = handling["contribution_bounding"]
+    assert bounding["max_rows_per_id"] == 2 and bounding["dropped_over_cap"] == int(np.maximum(sizes - 2, 0).sum())
+    assert abs(synthetic.num_rows - int(np.minimum(sizes, 2).sum())) < 200  # about the kept rows, noisily

@@ -243,3 +243,29 @@ def test_cells_weighting_gives_larger_marginals_more_budget(tmp_path):
     assert abs(float(ratio) - (75 / 2) ** (2 / 3)) < 0.01
     equal = plan_release(load_spec(_spec(tmp_path, weighting="equal")), "r", 1)
     assert len({m.budget.amount for m in equal.measurements if m.stage == "one_way"}) == 1
+
+
+def test_privacy_unit_id_column(tmp_path):
+    columns = {"tenure": {"type": "category", "categories": ["own", "rent"]}}
+    schema = load_schema(_schema(tmp_path, columns, privacy_unit={"id_column": "household", "max_rows": 3}))
+    assert (schema.privacy_unit.id_column, schema.privacy_unit.max_rows) == ("household", 3)
+    assert "at most 3 rows kept per id" in schema.privacy_unit.describe()
+    message = "privacy_unit.id_column: ('tenure') must not be a declared column"
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        load_schema(_schema(tmp_path, columns, privacy_unit={"id_column": "tenure", "max_rows": 3}))
+    with pytest.raises(SchemaError, match=re.escape("privacy_unit.max_rows: (0) must be a positive whole number")):
+        load_schema(_schema(tmp_path, columns, privacy_unit={"id_column": "household", "max_rows": 0}))
+
+
+def test_a_missing_or_ill_typed_id_column_is_a_structural_problem():
+    import pyarrow as pa
+
+    from schemas.model import Column, PrivacyUnit, TableSchema
+    from schemas.validation import structural_problems
+
+    schema = TableSchema("t", (Column("tenure", "category", categories=("own",)),), PrivacyUnit("household", 2))
+    missing = structural_problems(schema, pa.schema([("tenure", pa.string())]))
+    assert [str(p) for p in missing] == [
+        "column 'household': must be present exactly once (the privacy-unit id column)"]
+    floats = structural_problems(schema, pa.schema([("tenure", pa.string()), ("household", pa.float64())]))
+    assert [str(p) for p in floats] == ["column 'household': must be integers or strings (the privacy-unit id column)"]
