@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("schema")
     check.add_argument("data")
     check.add_argument("--summary", default=None, help="write a JSON summary here (no data values)")
+    check.add_argument("--junit", default=None, help="write a JUnit XML report here (no data values)")
     verify = sub.add_parser("verify", help="check a release folder against its manifest (exit 1 on a mismatch)")
     verify.add_argument("release_dir")
     report = sub.add_parser("report", help="re-render audit.html (and audit.md) of a release from its audit.json")
@@ -90,26 +91,52 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Validate DATA against SCHEMA; print failed rules (column and rule, never values)."""
-    from schemas.model import load_schema
-    from schemas.validation import validate_table
-    from tasks.ingest import InputError, check_structure, read_table
+    """Validate DATA against SCHEMA; print failed rules (column and rule, never values).
 
-    schema = load_schema(args.schema)
+    ``--summary`` writes the outcome as JSON, ``--junit`` as JUnit XML with one testcase per
+    column and rule (the column's structure, then each value check of the schema's suite).
+    """
+    from flows.check import junit_report
+    from schemas.model import SchemaError, load_schema
+    from schemas.validation import structural_problems, validate_table
+    from tasks.ingest import InputError, open_parquet, read_table
+
     data = Path(args.data)
+    suite_name = f"{data.name} against {Path(args.schema).name}"
     try:
-        structural = check_structure(data, schema)
-    except InputError as err:
+        schema = load_schema(args.schema)
+        problems = structural_problems(schema, open_parquet(data).schema_arrow)
+    except (SchemaError, InputError) as err:
+        if args.junit:
+            stage = "schema" if isinstance(err, SchemaError) else "input"
+            Path(args.junit).write_bytes(junit_report(suite_name, [(stage, "must be readable", str(err), True)]))
+        if isinstance(err, SchemaError):
+            raise
         print(f"dprelease check: {err}", file=sys.stderr)
         return EXIT_USAGE
-    if structural:
-        failed = structural
+    # One structure testcase per declared column, then the value checks when the structure fits.
+    unsound = {p.column: str(p) for p in problems}
+    cases: list[tuple[str, str, str | None, bool]] = [
+        (c.name, "must be present once with its declared type", unsound.get(c.name), False) for c in schema.columns
+    ]
+    if problems:
+        failed = [str(p) for p in problems]
     else:
-        report = validate_table(read_table(data, schema.names), schema)
+        try:
+            report = validate_table(read_table(data, schema.names), schema)
+        except InputError as err:  # a row group that cannot be read: the file, not the data, is bad
+            if args.junit:
+                Path(args.junit).write_bytes(junit_report(suite_name, [("input", "must be readable", str(err), True)]))
+            print(f"dprelease check: {err}", file=sys.stderr)
+            return EXIT_USAGE
         failed = report.failed_rules()
+        cases += [(o.column, o.rule, None if o.success else o.line(), o.errored) for o in report.expectations
+                  if o.expectation_type != "expect_column_to_exist"]  # the structure testcase covers it
     summary = {"schema": str(args.schema), "data": data.name, "passed": not failed, "failed_rules": failed}
     if args.summary:
         Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if args.junit:
+        Path(args.junit).write_bytes(junit_report(suite_name, cases))
     if failed:
         print(f"FAIL: {data.name} does not match {Path(args.schema).name}:")
         for line in failed:

@@ -1,0 +1,163 @@
+"""The CI data-quality gate: ``dprelease check`` exit codes, its JUnit XML report and the check-quality flow."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from flows.cli import main
+from schemas.model import load_schema
+
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+SCHEMA = ADULT / "schema.yaml"
+CANARY_TEXT = "CANARY_gate_Vb3q"
+CANARY_NUMBER = 918273645  # far outside age's public bounds [17, 90]
+
+
+def _replace(table: pa.Table, name: str, values: list, type_: pa.DataType | None = None) -> pa.Table:
+    return table.set_column(table.column_names.index(name), name, pa.array(values, type_))
+
+
+def _table_with_value_failures() -> pa.Table:
+    """Adult with a canary category in occupation and a canary age: right types, wrong values."""
+    table = pq.read_table(ADULT / "adult.parquet")
+    occupation = table.column("occupation").to_pylist()
+    occupation[3] = CANARY_TEXT
+    age = table.column("age").to_pylist()
+    age[11] = CANARY_NUMBER
+    table = _replace(table, "occupation", occupation, pa.string())
+    return _replace(table, "age", age, table.schema.field("age").type)
+
+
+def _table_with_a_wrong_type() -> pa.Table:
+    """Adult whose age column holds strings (one of them a canary): a structural failure."""
+    table = pq.read_table(ADULT / "adult.parquet")
+    age = pc.cast(table.column("age"), pa.string()).to_pylist()
+    age[0] = CANARY_TEXT
+    return _replace(table, "age", age, pa.string())
+
+
+def _run(args: list[str], capsys) -> tuple[int, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def _cases(path: Path) -> tuple[ET.Element, list[ET.Element]]:
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert len(suites) == 1
+    return suites[0], suites[0].findall("testcase")
+
+
+def _failures(cases: list[ET.Element]) -> dict[tuple[str, str], str]:
+    found = {}
+    for case in cases:
+        for tag in ("failure", "error"):
+            for node in case.findall(tag):
+                found[(case.get("classname"), case.get("name"))] = node.get("message")
+    return found
+
+
+def _assert_no_canary(*texts: str | bytes) -> None:
+    for text in texts:
+        data = text.encode() if isinstance(text, str) else text
+        assert CANARY_TEXT.encode() not in data
+        assert str(CANARY_NUMBER).encode() not in data
+
+
+def test_adult_passes_with_one_passing_testcase_per_column_rule(tmp_path, capsys):
+    report = tmp_path / "report.xml"
+    code, out = _run(["check", str(SCHEMA), str(ADULT / "adult.parquet"), "--junit", str(report)], capsys)
+    assert code == 0, out
+    assert "PASS" in out
+    suite, cases = _cases(report)
+    assert int(suite.get("tests")) == len(cases) and int(suite.get("failures")) == 0 and int(suite.get("errors")) == 0
+    assert _failures(cases) == {}
+    schema = load_schema(SCHEMA)
+    # Every declared column has its structure testcase and at least one value rule.
+    columns = {c.name for c in schema.columns}
+    assert {case.get("classname") for case in cases} == {f"column {name}" for name in columns}
+    structure = [c for c in cases if c.get("name") == "must be present once with its declared type"]
+    assert len(structure) == len(columns)
+    assert len(cases) > 2 * len(columns)
+    names = {(c.get("classname"), c.get("name")) for c in cases}
+    assert len(names) == len(cases)  # one testcase per (column, rule)
+    assert ("column age", "values must be between 17 and 90") in names
+
+
+def test_value_failures_exit_1_and_name_column_and_rule_never_a_value(tmp_path, capsys):
+    data = tmp_path / "bad.parquet"
+    pq.write_table(_table_with_value_failures(), data)
+    report, summary = tmp_path / "report.xml", tmp_path / "summary.json"
+    code, out = _run(["check", str(SCHEMA), str(data), "--junit", str(report), "--summary", str(summary)], capsys)
+    assert code == 1, out
+    suite, cases = _cases(report)
+    failed = _failures(cases)
+    assert set(failed) == {("column age", "values must be between 17 and 90"),
+                           ("column occupation", "values must be in the 14 declared categories")}
+    assert int(suite.get("failures")) == 2 and int(suite.get("errors")) == 0
+    for message in failed.values():
+        assert message.startswith("column 'age'") or message.startswith("column 'occupation'")
+    assert json.loads(summary.read_text())["passed"] is False
+    _assert_no_canary(out, report.read_bytes(), summary.read_bytes())
+
+
+def test_a_wrong_type_exit_1_with_a_failing_structure_testcase(tmp_path, capsys):
+    data = tmp_path / "bad.parquet"
+    pq.write_table(_table_with_a_wrong_type(), data)
+    report = tmp_path / "report.xml"
+    code, out = _run(["check", str(SCHEMA), str(data), "--junit", str(report)], capsys)
+    assert code == 1, out
+    _, cases = _cases(report)
+    failed = _failures(cases)
+    assert list(failed) == [("column age", "must be present once with its declared type")]
+    assert "integer" in failed[("column age", "must be present once with its declared type")]
+    assert len(cases) == len(load_schema(SCHEMA).columns)  # values are not checked when the structure is wrong
+    _assert_no_canary(out, report.read_bytes())
+
+
+def test_usage_and_schema_errors_exit_2_with_an_error_testcase(tmp_path, capsys):
+    bad_schema = tmp_path / "schema.yaml"
+    bad_schema.write_text("table: t\ncolumns: {age: {type: int, min: 9, max: 1}}\n")
+    report = tmp_path / "report.xml"
+    code, out = _run(["check", str(bad_schema), str(ADULT / "adult.parquet"), "--junit", str(report)], capsys)
+    assert code == 2, out
+    suite, cases = _cases(report)
+    assert int(suite.get("errors")) == 1 and list(_failures(cases)) == [("column schema", "must be readable")]
+
+    (tmp_path / "x.parquet").write_bytes(b"not parquet " + CANARY_TEXT.encode())
+    code, out = _run(["check", str(SCHEMA), str(tmp_path / "x.parquet"), "--junit", str(report)], capsys)
+    assert code == 2
+    assert "not a readable Parquet file" in out
+    assert list(_failures(_cases(report)[1])) == [("column input", "must be readable")]
+    _assert_no_canary(out, report.read_bytes())
+
+    with pytest.raises(SystemExit) as info:  # argparse: a missing argument is a usage error
+        main(["check", str(SCHEMA)])
+    assert info.value.code == 2
+
+
+@pytest.mark.e2e
+def test_check_quality_flow_passes_on_adult_and_fails_on_a_bad_table(prefect_harness, tmp_path, caplog):
+    from flows.check import DataQualityError, check_quality
+
+    assert check_quality(schema_path=str(SCHEMA), data_path=str(ADULT / "adult.parquet")) is True
+
+    data = tmp_path / "bad.parquet"
+    pq.write_table(_table_with_value_failures(), data)
+    state = check_quality(schema_path=str(SCHEMA), data_path=str(data), return_state=True)
+    assert state.is_failed()
+    with pytest.raises(DataQualityError) as info:
+        state.result()
+    message = str(info.value)
+    assert "column 'age': values must be between 17 and 90" in message
+    assert "column 'occupation'" in message
+    _assert_no_canary(message, caplog.text)

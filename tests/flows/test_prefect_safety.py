@@ -1,0 +1,325 @@
+"""DP-safe Prefect: task settings, and no raw value anywhere Prefect keeps things.
+
+1. Every task tagged ``dp:sensitive`` has no retries, no cache and no persisted result; every task
+   of a module that reads raw data carries the tag (a new untagged raw-data task fails here).
+2. Releases and data-quality runs of a table seeded with canary strings and numbers, under a fresh
+   PREFECT_HOME in a subprocess (a success, a structural validation failure, a stage that raises),
+   then a byte search of everything Prefect wrote (database, -wal, -shm, storage), the captured
+   output, every artifact, log and state message read back through the API, and the public release.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import flows
+import tasks
+from tasks import SENSITIVE_TAG
+
+ROOT = Path(__file__).resolve().parents[2]
+ADULT = ROOT / "examples" / "adult"
+
+# Modules whose tasks read the raw table (or the checks built on it): every task there is sensitive.
+RAW_DATA_MODULES = {"tasks.ingest", "tasks.validate", "tasks.measure", "tasks.bounds", "tasks.evaluate", "flows.check"}
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Task settings
+
+
+def _all_tasks() -> list[tuple[str, object]]:
+    """Every Prefect Task object defined at module level in the tasks and flows packages."""
+    from prefect.tasks import Task
+
+    found: dict[int, tuple[str, object]] = {}
+    for package in (tasks, flows):
+        names = [package.__name__] + [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+        for name in names:
+            module = importlib.import_module(name)
+            for value in vars(module).values():
+                if isinstance(value, Task):
+                    found[id(value)] = (value.fn.__module__, value)
+    return sorted(found.values(), key=lambda item: (item[0], item[1].name))
+
+
+def _violations(found: list[tuple[str, object]]) -> list[str]:
+    from prefect.cache_policies import NO_CACHE
+
+    problems = []
+    for module, task in found:
+        label = f"{module}:{task.name}"
+        if module in RAW_DATA_MODULES and SENSITIVE_TAG not in task.tags:
+            problems.append(f"{label} reads raw data but is not tagged {SENSITIVE_TAG}")
+        if SENSITIVE_TAG in task.tags:
+            if task.retries != 0:
+                problems.append(f"{label}: retries must be 0 (found {task.retries})")
+            if type(task.cache_policy) is not type(NO_CACHE):
+                problems.append(f"{label}: cache_policy must be NO_CACHE (found {task.cache_policy!r})")
+            if task.persist_result is not False:
+                problems.append(f"{label}: persist_result must be False (found {task.persist_result!r})")
+            if task.cache_key_fn is not None or task.result_storage is not None:
+                problems.append(f"{label}: must have no cache key function and no result storage")
+    return problems
+
+
+def test_every_sensitive_task_has_dp_safe_settings_and_every_raw_data_task_is_tagged():
+    found = _all_tasks()
+    modules = {module for module, _ in found}
+    assert RAW_DATA_MODULES <= modules, f"no task found in {sorted(RAW_DATA_MODULES - modules)}"
+    sensitive = [task.name for _, task in found if SENSITIVE_TAG in task.tags]
+    assert {"inspect_table", "validate_table", "measure_marginals", "discover_bounds", "evaluate_utility",
+            "validate_quality", "plan_budget", "publish_release"} <= set(sensitive)
+    assert _violations(found) == []
+
+
+def test_the_walk_catches_an_untagged_raw_data_task_and_unsafe_settings():
+    from prefect import task
+    from prefect.cache_policies import DEFAULT
+
+    from tasks import PUBLIC, SENSITIVE
+
+    def read_raw(path: str) -> int:
+        return len(path)
+
+    untagged = task(name="read_raw", **PUBLIC)(read_raw)
+    retrying = task(name="read_raw_retrying", **{**SENSITIVE, "retries": 2})(read_raw)
+    cached = task(name="read_raw_cached", retries=0, cache_policy=DEFAULT, persist_result=True,
+                  tags=[SENSITIVE_TAG])(read_raw)
+    problems = _violations([("tasks.ingest", untagged), ("tasks.measure", retrying), ("tasks.plan", cached)])
+    assert any("tasks.ingest:read_raw reads raw data but is not tagged" in p for p in problems)
+    assert any("read_raw_retrying: retries must be 0" in p for p in problems)
+    assert any("read_raw_cached: cache_policy must be NO_CACHE" in p for p in problems)
+    assert any("read_raw_cached: persist_result must be False" in p for p in problems)
+    assert _violations([("tasks.publish", task(name="copy_public", **PUBLIC)(read_raw))]) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. No canary anywhere Prefect keeps things
+
+CANARY_TEXT = "CANARY_pfx_Hq8Zr2"  # an unknown occupation: validation flags it, the row is dropped
+CANARY_AGE = 918273645  # far outside age's public bounds [17, 90]: validation flags it, it is clamped
+CANARY_GAIN = 987654321  # capital-gain (no public bounds): beyond the search range, clamped
+CANARY_BAD_TYPE = "CANARY_type_Wm4Kx"  # in a column of the wrong type: the release stops before any noise
+CANARIES = {
+    "text": CANARY_TEXT.encode(),
+    "age": str(CANARY_AGE).encode(),
+    "gain": str(CANARY_GAIN).encode(),
+    "bad type": CANARY_BAD_TYPE.encode(),
+}
+
+RUNNER = r'''
+"""Runs the scenarios of test_prefect_safety under this process's own PREFECT_HOME."""
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from flows.settings import configure
+
+configure()  # as the dprelease command does: before Prefect is imported
+
+import flows.release  # noqa: E402
+import tasks.validate  # noqa: E402
+from flows.check import check_quality  # noqa: E402
+
+work = Path(sys.argv[1])
+results = {}
+
+
+def attempt(name, call):
+    try:
+        results[name] = {"ok": True, "value": call()}
+    except Exception as err:  # the failure is the point: print it as a user would see it
+        traceback.print_exc()
+        results[name] = {"ok": False, "error": type(err).__name__, "message": str(err)}
+
+
+def release(example, rid):
+    return flows.release.release(spec=str(work / example / "release.yaml"), out=str(work / "out"),
+                                 ledger=str(work / f"ledger-{rid}.sqlite"), release_id=rid)
+
+
+attempt("release_ok", lambda: release("canary", "r-safety-ok"))
+attempt("release_bad_type", lambda: release("bad-type", "r-safety-bad-type"))
+
+
+def broken_estimate(*args, **kwargs):
+    raise RuntimeError("injected failure in estimate_model (stage raised after measuring)")
+
+
+def broken_expectations(table, schema):
+    rows = table.num_rows  # the raw table is a local of this frame when it raises
+    raise RuntimeError(f"injected failure inside the validation task ({rows > 0})")
+
+
+flows.release.estimate_model, original = broken_estimate, flows.release.estimate_model
+attempt("release_stage_raises", lambda: release("canary", "r-safety-stage"))
+flows.release.estimate_model = original
+tasks.validate.run_expectations = broken_expectations
+attempt("release_sensitive_task_raises", lambda: release("canary", "r-safety-sensitive"))
+attempt("check_fails", lambda: check_quality(schema_path=str(work / "canary" / "schema.yaml"),
+                                             data_path=str(work / "canary" / "adult.parquet")))
+attempt("check_bad_type", lambda: check_quality(schema_path=str(work / "bad-type" / "schema.yaml"),
+                                                data_path=str(work / "bad-type" / "adult.parquet")))
+
+# Everything the API holds about these runs: runs, task runs, states, logs, artifacts.
+from prefect.client.orchestration import get_client  # noqa: E402
+
+with get_client(sync_client=True) as client:
+    dump = {
+        "flow_runs": [r.model_dump(mode="json") for r in client.read_flow_runs(limit=200)],
+        "task_runs": [r.model_dump(mode="json") for r in client.read_task_runs(limit=200)],
+        "logs": [r.model_dump(mode="json") for r in client.read_logs(limit=200)],
+        "artifacts": [r.model_dump(mode="json") for r in client.read_artifacts(limit=200)],
+    }
+    offset = 200
+    while len(batch := client.read_logs(limit=200, offset=offset)):
+        dump["logs"] += [r.model_dump(mode="json") for r in batch]
+        offset += 200
+(work / "api.json").write_text(json.dumps(dump, default=str))
+(work / "results.json").write_text(json.dumps(results))
+'''
+
+
+def _example(folder: Path, table: pa.Table) -> None:
+    folder.mkdir(parents=True)
+    shutil.copy(ADULT / "schema.yaml", folder / "schema.yaml")
+    shutil.copy(ADULT / "release.yaml", folder / "release.yaml")
+    pq.write_table(table, folder / "adult.parquet")
+
+
+def _set(table: pa.Table, name: str, values: list) -> pa.Table:
+    return table.set_column(table.column_names.index(name), name, pa.array(values, table.schema.field(name).type))
+
+
+def _canary_table() -> pa.Table:
+    table = pq.read_table(ADULT / "adult.parquet")
+    occupation, age, gain = (table.column(n).to_pylist() for n in ("occupation", "age", "capital-gain"))
+    occupation[5], age[6], gain[7] = CANARY_TEXT, CANARY_AGE, CANARY_GAIN
+    table = table.set_column(table.column_names.index("occupation"), "occupation", pa.array(occupation, pa.string()))
+    return _set(_set(table, "age", age), "capital-gain", gain)
+
+
+def _bad_type_table() -> pa.Table:
+    """hours-per-week as strings, the first ones canaries: fails the schema's structure."""
+    table = pq.read_table(ADULT / "adult.parquet")
+    hours = [str(v) for v in table.column("hours-per-week").to_pylist()]
+    hours[:3] = [CANARY_BAD_TYPE, CANARY_BAD_TYPE + "1", str(CANARY_GAIN)]
+    return table.set_column(table.column_names.index("hours-per-week"), "hours-per-week", pa.array(hours))
+
+
+def _environment(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home / "prefect"), DPRELEASE_HOME=str(home / "state"),
+               PREFECT_LOGGING_LEVEL="DEBUG", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    return env
+
+
+@pytest.fixture(scope="module")
+def canary_runs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("safety")
+    _example(work / "canary", _canary_table())
+    _example(work / "bad-type", _bad_type_table())
+    (work / "runner.py").write_text(RUNNER, encoding="utf-8")
+    home = work / "home"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, str(work / "runner.py"), str(work)], cwd=ROOT, env=_environment(home),
+                          capture_output=True, timeout=240, check=False)
+    seconds = time.monotonic() - started
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output.decode(errors="replace")[-4000:]
+    return SimpleNamespace(work=work, home=home / "prefect", output=output, seconds=seconds,
+                           results=json.loads((work / "results.json").read_text()),
+                           api=(work / "api.json").read_bytes())
+
+
+def _prefect_files(home: Path) -> list[Path]:
+    return [p for p in home.rglob("*") if p.is_file()]
+
+
+def _public_files(release: Path) -> list[Path]:
+    return [p for p in release.rglob("*") if p.is_file() and "internal" not in p.relative_to(release).parts]
+
+
+@pytest.mark.e2e
+def test_the_scenarios_ran_as_intended(canary_runs):
+    results = canary_runs.results
+    assert results["release_ok"]["ok"], results["release_ok"]
+    assert not results["release_bad_type"]["ok"]
+    assert results["release_bad_type"]["error"] == "InputError"
+    assert "'hours-per-week'" in results["release_bad_type"]["message"]
+    assert results["release_stage_raises"]["message"].startswith("injected failure in estimate_model")
+    assert results["release_sensitive_task_raises"]["message"].startswith("injected failure inside the validation")
+    assert results["check_fails"]["error"] == "DataQualityError"
+    assert "column 'age'" in results["check_fails"]["message"]
+    assert "column 'occupation'" in results["check_fails"]["message"]
+    assert results["check_bad_type"]["error"] == "DataQualityError"
+    published = canary_runs.work / "out" / "us-cps-1994-adult"
+    assert sorted(p.name for p in published.iterdir()) == ["r-safety-ok"]  # failures publish nothing
+    # The canaries were really read: validation flagged their cells and row handling dropped or clamped them.
+    internal = published / "r-safety-ok" / "internal"
+    validation = json.loads((internal / "validation.json").read_text())
+    flagged = {(e["column"], e["rule"]) for e in validation["expectations"] if not e["success"]}
+    assert ("age", "values must be between 17 and 90") in flagged
+    assert any(column == "occupation" and "declared categories" in rule for column, rule in flagged)
+    handling = json.loads((internal / "row_handling.json").read_text())
+    assert handling["dropped_unknown"].get("occupation") == 1
+    assert handling["clamped"].get("age", 0) >= 1 and handling["clamped"].get("capital-gain", 0) >= 1
+
+
+@pytest.mark.e2e
+def test_the_search_is_not_vacuous(canary_runs):
+    """The database really holds the runs: their release ids, flow names and failure messages."""
+    stored = b"".join(p.read_bytes() for p in _prefect_files(canary_runs.home))
+    names = {p.name for p in _prefect_files(canary_runs.home)}
+    assert "prefect.db" in names
+    for needle in (b"r-safety-ok", b"r-safety-bad-type", b"r-safety-stage", b"injected failure in estimate_model",
+                   b"check-quality", b"budget-us-cps-1994-adult"):
+        assert needle in stored, needle
+    api = json.loads(canary_runs.api)
+    assert len(api["flow_runs"]) == 6 and api["artifacts"] and len(api["logs"]) > 20
+    assert {"Completed", "Failed"} == {r["state_name"] for r in api["flow_runs"]}
+    assert b"r-safety-ok" in canary_runs.output and b"injected failure" in canary_runs.output
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", sorted(CANARIES))
+def test_no_canary_in_the_prefect_home(canary_runs, kind):
+    needle = CANARIES[kind]
+    files = _prefect_files(canary_runs.home)
+    assert any(p.name.endswith("-wal") or p.name == "prefect.db" for p in files)
+    leaked = [str(p.relative_to(canary_runs.home)) for p in files if needle in p.read_bytes()]
+    assert leaked == []
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", sorted(CANARIES))
+def test_no_canary_in_output_api_or_public_release(canary_runs, kind):
+    needle = CANARIES[kind]
+    assert needle not in canary_runs.output
+    assert needle not in canary_runs.api
+    release = canary_runs.work / "out" / "us-cps-1994-adult" / "r-safety-ok"
+    public = _public_files(release)
+    assert any(p.name == "audit.json" for p in public) and any(p.suffix == ".parquet" for p in public)
+    assert [str(p) for p in public if needle in p.read_bytes()] == []
+
+
+@pytest.mark.e2e
+def test_the_published_release_verifies(canary_runs):
+    from tasks.staging import verify_release
+
+    assert verify_release(canary_runs.work / "out" / "us-cps-1994-adult" / "r-safety-ok") == []
+    print(f"canary runs took {canary_runs.seconds:.0f} s")
