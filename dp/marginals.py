@@ -359,12 +359,12 @@ class _Scratch:
 
 
 def _count(
-    codes: Mapping[str, Codes], domains: Mapping[str, ColumnDomain], columns: Sequence[str], scratch: _Scratch
+    codes: Mapping[str, Codes], domains: Mapping[str, int], columns: Sequence[str], scratch: _Scratch
 ) -> IntArray:
-    """``count_marginal``, building the combined code in place in a scratch buffer."""
+    """``count_marginal``, building the combined code in place in a scratch buffer (``domains``: column sizes)."""
     if not columns:
         raise InternalError("count_marginal needs at least one column")
-    sizes = [domains[name].size for name in columns]
+    sizes = [domains[name] for name in columns]
     size = math.prod(sizes)
     first = codes[columns[0]]
     if len(columns) == 1:
@@ -388,7 +388,7 @@ def count_marginal(
     codes: Mapping[str, IntArray], domains: Mapping[str, ColumnDomain], columns: Sequence[str]
 ) -> IntArray:
     """The flattened contingency table of ``columns`` (row-major in the given column order)."""
-    return _count(codes, domains, columns, _Scratch())
+    return _count(codes, {name: d.size for name, d in domains.items()}, columns, _Scratch())
 
 
 def count_all(
@@ -396,27 +396,45 @@ def count_all(
     domains: Sequence[ColumnDomain],
     rules: Mapping[str, ColumnRule],
     workload: Sequence[tuple[str, ...]],
+    maps: Mapping[str, npt.NDArray[np.integer[Any]]] | None = None,
 ) -> tuple[dict[tuple[str, ...], IntArray], RowHandling]:
     """Map-reduce: encode each row group, count every marginal of the workload, sum.
 
     Each row group is encoded once into narrow integer codes; every marginal's combined code is
     built in one reused buffer of the narrowest type that holds it, then counted with ``bincount``.
 
+    Args:
+        batches: The row groups.
+        domains: The public encodings of the measured columns.
+        rules: Row-level rules of the category columns.
+        workload: The marginals to count.
+        maps: Columns counted in coarser codes: ``maps[c][code]`` is the coarse code of a fine
+            code (a public map, e.g. computed from noisy 1-ways); the coarse size is its maximum + 1.
+
     Returns:
         Exact counts per marginal (raw: never leaves the release except through a mechanism)
         and the (internal) row-handling counts.
     """
-    by_name = {d.name: d for d in domains}
+    sizes = {d.name: d.size for d in domains}
+    coarse: dict[str, Codes] = {}
+    for name, fine_to_coarse in (maps or {}).items():
+        array = np.asarray(fine_to_coarse)
+        if array.shape != (sizes[name],) or array.min(initial=0) < 0:
+            raise InternalError(f"the coarse map of column {name!r} must give a code for each of its codes")
+        sizes[name] = int(array.max()) + 1
+        coarse[name] = array.astype(_code_dtype(sizes[name]))
     totals: dict[tuple[str, ...], IntArray] = {
-        cols: np.zeros(int(np.prod([by_name[c].size for c in cols])), dtype=np.int64) for cols in workload
+        cols: np.zeros(int(np.prod([sizes[c] for c in cols])), dtype=np.int64) for cols in workload
     }
     handling = RowHandling()
     scratch = _Scratch()
     for batch in batches:
         codes, part = _encode_compact(batch, domains, rules)
         handling.add(part)
+        for name, lookup in coarse.items():
+            codes[name] = lookup[codes[name]]
         for cols in workload:
-            totals[cols] += _count(codes, by_name, cols, scratch)
+            totals[cols] += _count(codes, sizes, cols, scratch)
     return totals, handling
 
 

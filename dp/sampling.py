@@ -8,7 +8,7 @@ columns are computed from their source column through the declared public mappin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,3 +143,155 @@ def _decode_column(code: IntArray, column: OutputColumn, rng: np.random.Generato
         return pa.array(values, type=pa.int64(), mask=null if null.any() else None)
     floats = low + rng.random(len(code)) * (high - low)
     return pa.array(floats, type=pa.float64(), mask=null if null.any() else None)
+
+
+def systematic_draw(probabilities: npt.NDArray[np.float64], n: int, rng: np.random.Generator) -> IntArray:
+    """``n`` codes from ``probabilities`` by systematic sampling, in random order.
+
+    The points (u + 0..n-1) / n on the CDF, with one uniform u, give each code a count within one
+    of n·p (unbiased), which keeps small groups closer to their distribution than independent draws.
+    """
+    cdf = np.cumsum(np.maximum(probabilities, 0.0))
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if cdf[-1] <= 0:
+        cdf = np.arange(1, len(probabilities) + 1, dtype=np.float64)
+    cdf /= cdf[-1]
+    points = (rng.random() + np.arange(n)) / n
+    out: IntArray = np.minimum(np.searchsorted(cdf, points, side="right"), len(probabilities) - 1).astype(np.int64)
+    return rng.permutation(out)
+
+
+def _group_draw(keys: IntArray, table: npt.NDArray[np.float64], rng: np.random.Generator) -> IntArray:
+    """For each row, a code drawn from ``table[key]``, systematically within each group of equal keys."""
+    out = np.empty(len(keys), dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(ordered)) + 1] if len(keys) else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], len(keys)] if len(keys) else starts
+    for start, end in zip(starts, ends, strict=True):
+        out[order[start:end]] = systematic_draw(table[ordered[start]], int(end - start), rng)
+    return out
+
+
+def adjust_to_counts(
+    codes: IntArray,
+    likelihood: Callable[[IntArray, int], npt.NDArray[np.float64]],
+    targets: IntArray,
+    rng: np.random.Generator,
+) -> IntArray:
+    """Reassign codes so that each code c appears exactly ``targets[c]`` times, moving the likeliest rows.
+
+    While some code has too many rows and another too few, the rows of the first with the highest
+    likelihood ratio ``likelihood[row, to] / likelihood[row, from]`` move (ties broken at random).
+
+    Args:
+        codes: One code per row.
+        likelihood: ``likelihood(rows, code)``: how plausible ``code`` is for each of ``rows`` (e.g.
+            the model's conditional given the row's parents); evaluated only for rows that may move.
+        targets: The exact counts wanted; they sum to the number of rows.
+        rng: The seeded generator of sampling.
+    """
+    out = np.array(codes, dtype=np.int64)
+    if int(targets.sum()) != len(out):
+        raise InternalError("adjust_to_counts needs targets that sum to the number of rows")
+    difference = np.bincount(out, minlength=len(targets)) - targets
+    while difference.any():
+        source = int(np.argmax(difference))
+        target = int(np.argmin(difference))
+        moves = int(min(difference[source], -difference[target]))
+        rows = np.flatnonzero(out == source)
+        ratio = likelihood(rows, target) / np.maximum(likelihood(rows, source), 1e-300)
+        jitter = rng.random(len(rows))
+        chosen = rows[np.lexsort((jitter, -ratio))[:moves]]
+        out[chosen] = target
+        difference[source] -= moves
+        difference[target] += moves
+    return out
+
+
+def sample_junction(
+    cliques: Sequence[tuple[str, ...]],
+    marginal: Callable[[tuple[str, ...]], npt.NDArray[np.float64]],
+    sizes: Mapping[str, int],
+    maps: Mapping[str, IntArray],
+    fine: Mapping[str, npt.NDArray[np.float64]],
+    rows: int,
+    rng: np.random.Generator,
+    exact: Mapping[str, IntArray] | None = None,
+) -> dict[str, IntArray]:
+    """Fine codes of ``rows`` rows drawn from a fitted junction-tree model, parents before children.
+
+    Args:
+        cliques: (parents..., child) in sampling order; the first clique's first column is the root.
+        marginal: The fitted model's distribution over a tuple of columns (inside one clique), in
+            coarse codes.
+        sizes: The fine size of every column.
+        maps: Fine-to-coarse maps of coarsened columns (others are not coarsened).
+        fine: Post-processed noisy fine 1-way distribution of every column: a coarse code is refined
+            to a fine code in proportion to it.
+        rows: How many rows.
+        rng: The seeded generator of sampling.
+        exact: Columns whose fine codes must appear exactly so many times (published hierarchy leaf
+            counts); each is adjusted as soon as it is drawn, before its children.
+
+    Returns:
+        Fine codes per column.
+    """
+    exact = exact or {}
+
+    def coarse_size(column: str) -> int:
+        return int(maps[column].max()) + 1 if column in maps else sizes[column]
+
+    def coarse_of(column: str, codes: IntArray) -> IntArray:
+        return maps[column][codes] if column in maps else codes
+
+    def refine(column: str, coarse_codes: IntArray) -> IntArray:
+        if column not in maps:
+            return coarse_codes
+        out = np.empty(len(coarse_codes), dtype=np.int64)
+        for code in np.unique(coarse_codes):
+            where = np.flatnonzero(coarse_codes == code)
+            cells = np.flatnonzero(maps[column] == code)
+            out[where] = cells[systematic_draw(fine[column][cells] + 1e-12, len(where), rng)]
+        return out
+
+    def fine_likelihood(
+        column: str, coarse_table: npt.NDArray[np.float64], keys: IntArray
+    ) -> Callable[[IntArray, int], npt.NDArray[np.float64]]:
+        within = fine[column] + 1e-12
+        bins = maps[column] if column in maps else np.arange(sizes[column])
+        within = within / np.bincount(bins, weights=within, minlength=coarse_size(column))[bins]
+
+        def likelihood(which: IntArray, code: int) -> npt.NDArray[np.float64]:
+            result: npt.NDArray[np.float64] = coarse_table[keys[which], bins[code]] * within[code]
+            return result
+
+        return likelihood
+
+    codes: dict[str, IntArray] = {}
+    if not cliques:
+        raise InternalError("sample_junction needs at least one clique")
+    root = cliques[0][0]
+    root_table = np.asarray(marginal((root,)), dtype=np.float64)[None, :]
+    keys = np.zeros(rows, dtype=np.int64)
+    codes[root] = (exact_codes(exact[root], rng) if root in exact
+                   else refine(root, _group_draw(keys, root_table, rng)))
+    for clique in cliques:
+        *parents, child = clique
+        if child in codes:
+            continue
+        joint = np.asarray(marginal(tuple(clique)), dtype=np.float64)
+        width = coarse_size(child)
+        table = joint.reshape(-1, width)
+        fallback = np.asarray(marginal((child,)), dtype=np.float64)
+        row_sums = table.sum(axis=1, keepdims=True)
+        table = np.where(row_sums > 1e-12, table / np.where(row_sums > 1e-12, row_sums, 1.0), fallback[None, :])
+        keys = np.zeros(rows, dtype=np.int64)
+        for parent in parents:
+            keys = keys * coarse_size(parent) + coarse_of(parent, codes[parent])
+        drawn = refine(child, _group_draw(keys, table, rng))
+        if child in exact:
+            drawn = adjust_to_counts(drawn, fine_likelihood(child, table, keys), exact[child], rng)
+        codes[child] = drawn
+    return codes

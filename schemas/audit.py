@@ -60,6 +60,8 @@ def build_audit(
     model_edges: Sequence[tuple[str, str]],
     provenance: Mapping[str, str],
     selected_pairs: Sequence[Sequence[str]] = (),
+    cliques: Sequence[Sequence[str]] = (),
+    coarse_bins: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Assemble the public audit report (JSON-serialisable).
 
@@ -74,7 +76,10 @@ def build_audit(
         synthetic_rows: Rows of the synthetic table (the post-processed noisy count).
         model_edges: The edges of the fitted model.
         provenance: Package versions and the code commit.
-        selected_pairs: The 2-way marginals chosen privately (``two_way: auto``), in the order chosen.
+        selected_pairs: The 2-way marginals chosen privately (``two_way: auto``), in the order chosen,
+            or the spanning tree of ``cliques: auto``.
+        cliques: The junction tree's cliques (``cliques: auto``), (parents..., child) in sampling order.
+        coarse_bins: For ``cliques: auto``, the number of coarse bins of each coarsened column.
     """
     zcdp = plan.definition == "zcdp"
     unit = "rho" if zcdp else "epsilon"
@@ -159,11 +164,24 @@ def build_audit(
                           "(sensitivity 1)",
                 "booked": _exact(by_stage.get("selection", Fraction(0))),
             }} if spec.auto_pairs else {}),
+            **({"junction_tree": {
+                "spanning_tree": [list(p) for p in selected_pairs],
+                "cliques": [list(c) for c in cliques],
+                "coarse_bins": dict(coarse_bins or {}),
+                "root": spec.root or "the highest-degree column of the chosen tree",
+                "method": "a spanning tree grown by the exponential mechanism (each pair scored on coarse codes by its "
+                          "distance from independence under the noisy 1-ways; sensitivity 1 per row), then, from the "
+                          "root, a second parent for each column among the columns already sharing a clique with its "
+                          "tree parent, by the exponential mechanism on the conditional-L1 score (sensitivity below 4 "
+                          "per row); numeric columns in bins of equal noisy mass inside cliques",
+                "booked": _exact(by_stage.get("selection", Fraction(0))),
+            }} if spec.auto_cliques else {}),
         },
         "public_inputs": {
             "schema_file": spec.schema_path.name,
             "schema_sha256": schema_sha256,
             "two_way_pairs": "auto (chosen privately: see private_choices)" if spec.auto_pairs
+            else "none: cliques chosen privately (see private_choices)" if spec.auto_cliques
             else [list(p) for p in spec.two_way],
             "allocation": {k: str(v) for k, v in spec.allocation.items()},
             "hierarchies": [
@@ -179,7 +197,10 @@ def build_audit(
                            "projected onto non-negative counts with the row count and rounded (largest remainder); "
                            "each 2-way table is fitted to its two 1-ways (iterative proportional fitting) and rounded "
                            "so its row and column sums equal them exactly (controlled rounding)",
-            "model": "tree over the measured 2-way marginals (parent -> child)",
+            "model": ("degree-2 junction tree over the measured cliques, fitted to the noisy cliques and 1-ways by "
+                      "mirror descent (Private-PGM's estimator, McKenna et al. 2019); sampled parents first, "
+                      "systematically within each parent group, numeric codes refined within their coarse bin from "
+                      "the 1-way" if spec.auto_cliques else "tree over the measured 2-way marginals (parent -> child)"),
             "model_edges": [list(e) for e in model_edges],
             "sampling_seed": plan.seed,
             "synthetic_rows": synthetic_rows,

@@ -34,7 +34,7 @@ from dp.errors import ParameterError
 from dp.marginals import Binning
 
 ColumnType = Literal["int", "float", "category"]
-STAGES = ("bounds", "one_way", "selection", "two_way", "hierarchy")
+STAGES = ("bounds", "one_way", "selection", "two_way", "cliques", "hierarchy")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 MAX_CELLS = 1_000_000
 
@@ -204,6 +204,11 @@ class ReleaseSpec:
         two_way: Column pairs whose 2-way marginals are measured (empty when they are selected privately).
         auto_pairs: True for ``two_way: auto``: a spanning tree of pairs is chosen privately (MST-style)
             with the ``selection`` stage's budget, then measured with the ``two_way`` stage's.
+        auto_cliques: True for ``cliques: auto``: a degree-2 junction tree (a spanning tree, then a
+            second parent for each column) is chosen privately with the ``selection`` stage's budget;
+            its cliques (numeric columns in coarse bins) are measured with the ``cliques`` stage's.
+        root: The column the junction tree is visited from (public), or None for the tree's hub.
+        clique_bins: How many bins a numeric column has inside cliques (chosen from its noisy 1-way).
         hierarchy_split: For each hierarchy of the schema, the exact weight of each level (top first,
             the leaf column last) within the ``hierarchy`` stage.
         weighting: How a stage's budget is split over its marginals: ``cells`` (by domain size, to
@@ -230,6 +235,9 @@ class ReleaseSpec:
     hierarchy_split: dict[str, tuple[Fraction, ...]] = field(default_factory=dict)
     weighting: Literal["cells", "equal"] = "cells"
     auto_pairs: bool = False
+    auto_cliques: bool = False
+    root: str | None = None
+    clique_bins: int = 8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -585,7 +593,8 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     doc = _load_yaml(file)
     where = str(file)
     _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "release_cap", "allocation",
-                       "two_way", "hierarchy_split", "weighting", "seed", "description"},
+                       "two_way", "cliques", "root", "clique_bins", "hierarchy_split", "weighting", "seed",
+                       "description"},
           {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
     dataset = doc["dataset"]
     if not isinstance(dataset, str) or not _NAME.match(dataset):
@@ -636,12 +645,33 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     pairs: list[tuple[str, str]] = []
     raw_pairs = doc.get("two_way")
     auto = raw_pairs == "auto"
+    cliques = doc.get("cliques")
+    if cliques not in (None, "auto"):
+        raise _fail(f"{where}: cliques", "must be 'auto' (a degree-2 junction tree chosen privately) or absent")
+    auto_cliques = cliques == "auto"
+    root = doc.get("root")
+    clique_bins = doc.get("clique_bins", 8)
+    if auto_cliques:
+        if raw_pairs is not None:
+            raise _fail(f"{where}: two_way", "must be absent with cliques: auto (cliques replace 2-way marginals)")
+        if allocation["selection"] <= 0 or allocation["cliques"] <= 0:
+            raise _fail(f"{where}: allocation", "cliques: auto needs positive selection and cliques shares")
+        if root is not None and (root not in schema.names or schema.column(root).derived):
+            raise _fail(f"{where}: root", f"({root!r}) must be a measured column")
+        if isinstance(clique_bins, bool) or not isinstance(clique_bins, int) or not 2 <= clique_bins <= 64:
+            raise _fail(f"{where}: clique_bins", f"({clique_bins!r}) must be a whole number from 2 to 64")
+    else:
+        for key in ("root", "clique_bins"):
+            if key in doc:
+                raise _fail(f"{where}: {key}", "applies to cliques: auto only")
+        if allocation["cliques"] > 0:
+            raise _fail(f"{where}: allocation.cliques", "must be 0 or absent unless cliques is auto")
     if auto:
         raw_pairs = []
         if allocation["selection"] <= 0 or allocation["two_way"] <= 0:
             raise _fail(f"{where}: allocation", "two_way: auto needs positive selection and two_way shares")
-    elif allocation["selection"] > 0:
-        raise _fail(f"{where}: allocation.selection", "must be 0 or absent unless two_way is auto")
+    elif allocation["selection"] > 0 and not auto_cliques:
+        raise _fail(f"{where}: allocation.selection", "must be 0 or absent unless two_way or cliques is auto")
     elif raw_pairs is not None and not isinstance(raw_pairs, list):
         raise _fail(f"{where}: two_way", "must be 'auto' or a list of column pairs")
     for i, pair in enumerate(raw_pairs or []):
@@ -678,7 +708,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         dataset=dataset, schema=schema, data=data, definition=definition, epsilon=epsilon, delta=delta,
         budget=budget, lifetime=lifetime, release_cap=release_cap, lifetime_epsilon=life_epsilon, allocation=allocation,
         two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path, hierarchy_split=split,
-        weighting=weighting, auto_pairs=auto,
+        weighting=weighting, auto_pairs=auto, auto_cliques=auto_cliques, root=root, clique_bins=clique_bins,
     )
 
 

@@ -77,6 +77,31 @@ class PlannedSelection:
 
 
 @dataclass(frozen=True)
+class PlannedCliques:
+    """A degree-2 junction tree chosen privately (``cliques: auto``), then measured clique by clique.
+
+    Attributes:
+        tree_rounds: Rounds of the exponential mechanism growing the spanning tree (columns - 1).
+        tree_budget: Epsilon of each tree round (half the selection stage).
+        parent_rounds: At most so many second-parent selections (columns - 2).
+        parent_budget: Epsilon of each second-parent selection (the other half).
+        candidates: The pairs the tree may use, in public order.
+        clique_budget: The budget of each clique measurement (the cliques stage split equally).
+        bins: Coarse bins of a numeric column inside cliques.
+        root: The public root column, or None for the selected tree's hub.
+    """
+
+    tree_rounds: int
+    tree_budget: PureBudget
+    parent_rounds: int
+    parent_budget: PureBudget | None
+    candidates: tuple[tuple[str, str], ...]
+    clique_budget: Budget
+    bins: int
+    root: str | None
+
+
+@dataclass(frozen=True)
 class ReleasePlan:
     """Everything a release will spend, decided before any data is read (public).
 
@@ -93,6 +118,7 @@ class ReleasePlan:
         measurements: Planned marginals (for ``two_way: auto``, the 2-way ones are planned after selection).
         seed: Public seed of synthetic sampling.
         selection: The private choice of 2-way marginals, or None when they are declared.
+        cliques: The private choice and measurement of junction-tree cliques (``cliques: auto``).
     """
 
     release_id: str
@@ -107,6 +133,7 @@ class ReleasePlan:
     measurements: tuple[PlannedMeasurement, ...]
     seed: int
     selection: PlannedSelection | None = None
+    cliques: PlannedCliques | None = None
 
     def lines(self) -> list[str]:
         """A human-readable plan (for ``dprelease plan`` and logs); public values only."""
@@ -125,6 +152,15 @@ class ReleasePlan:
                        f"{len(self.selection.candidates)} candidate pairs")
             two_way = float(self.selection.two_way.amount)
             out.append(f"    two_way: the chosen pairs, {unit}={two_way:.6g} split by size")
+        if self.cliques is not None:
+            c = self.cliques
+            tree_epsilon = float(c.tree_budget.epsilon)
+            out.append(f"    selection: a spanning tree ({c.tree_rounds} rounds, epsilon={tree_epsilon:.6g}"
+                       f" each), then up to {c.parent_rounds} second parents"
+                       + (f" (epsilon={float(c.parent_budget.epsilon):.6g} each)" if c.parent_budget else ""))
+            out.append(f"    cliques: {c.tree_rounds} cliques of up to 3 columns (numeric in {c.bins} bins), "
+                       f"{unit}={float(c.clique_budget.amount):.6g} each; root "
+                       f"{c.root or 'the hub of the chosen tree'}")
         return out
 
 
@@ -158,7 +194,9 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
             continue
         if name == "two_way" and not spec.two_way and not spec.auto_pairs:
             continue
-        if name == "selection" and not spec.auto_pairs:
+        if name == "selection" and not (spec.auto_pairs or spec.auto_cliques):
+            continue
+        if name == "cliques" and not spec.auto_cliques:
             continue
         if name == "hierarchy" and not spec.schema.hierarchies:
             continue
@@ -186,6 +224,7 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
         shares = _weighted(stages["two_way"], list(spec.two_way), spec)
         measurements += [PlannedMeasurement("two_way", pair, shares[pair]) for pair in spec.two_way]
     selection = _plan_selection(spec, stages) if spec.auto_pairs else None
+    cliques = _plan_cliques(spec, stages) if spec.auto_cliques else None
     if spec.schema.hierarchies:
         measurements += _plan_hierarchies(spec, stages["hierarchy"])
     for m in measurements:
@@ -199,8 +238,29 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     return ReleasePlan(
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=tuple(bounds),
-        measurements=tuple(measurements), seed=seed, selection=selection,
+        measurements=tuple(measurements), seed=seed, selection=selection, cliques=cliques,
     )
+
+
+def _plan_cliques(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedCliques:
+    """Rounds and budgets of the private junction-tree choice, and each clique's budget."""
+    names = [c.name for c in spec.schema.measured]
+    candidates = tuple((a, b) for i, a in enumerate(names) for b in names[i + 1:])
+    tree_rounds = max(1, len(names) - 1)
+    parent_rounds = max(0, len(names) - 2)
+    halves = stages["selection"].split({"tree": 1, "parents": 1 if parent_rounds else 0})
+    try:
+        tree_share = _share(halves["tree"], tree_rounds)
+        tree_budget = tree_share if isinstance(tree_share, PureBudget) else pure_from_zcdp_share(tree_share)
+        parent_budget: PureBudget | None = None
+        if parent_rounds:
+            parent_share = _share(halves["parents"], parent_rounds)
+            parent_budget = (parent_share if isinstance(parent_share, PureBudget)
+                             else pure_from_zcdp_share(parent_share))
+    except ParameterError as err:
+        raise SchemaError(f"{spec.source}: allocation.selection: {err}") from None
+    return PlannedCliques(tree_rounds, tree_budget, parent_rounds, parent_budget, candidates,
+                          _share(stages["cliques"], tree_rounds), spec.clique_bins, spec.root)
 
 
 def _plan_selection(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedSelection:

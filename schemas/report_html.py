@@ -892,7 +892,10 @@ def render_internal_html(
     """
     declared = audit.get("public_inputs", {}).get("two_way_pairs", [])
     if isinstance(declared, str):
-        declared = audit.get("private_choices", {}).get("selected_pairs", {}).get("pairs", [])
+        choices = audit.get("private_choices", {})
+        declared = choices.get("selected_pairs", {}).get("pairs", [])
+        for clique in choices.get("junction_tree", {}).get("cliques", []):
+            declared = [*declared, *([a, b] for i, a in enumerate(clique) for b in clique[i + 1:])]
     measured_pairs = {frozenset(str(c) for c in p) for p in declared}
 
     def measured(key: str) -> bool:

@@ -47,25 +47,28 @@ def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:
 
 
 def unit_row_groups(
-    path: Path, columns: Sequence[str], unit: PrivacyUnit
+    path: Path, columns: Sequence[str], unit: PrivacyUnit, bounded: BoundedRows | None = None
 ) -> tuple[Iterator[pa.Table], BoundedRows | None]:
     """The row groups after contribution bounding (at most ``unit.max_rows`` rows per id), and the bounding.
 
     With row-level privacy this is :func:`row_groups` and no bounding. Otherwise the id column is
-    read first (one column, every row group), the rows to keep are chosen, and each row group is
-    filtered as it is read, so the map-reduce over row groups is unchanged.
+    read first (one column, every row group), the rows to keep are chosen (or ``bounded``, from an
+    earlier pass of the same stage, is reused), and each row group is filtered as it is read, so the
+    map-reduce over row groups is unchanged.
     """
     if unit.id_column is None:
         return row_groups(path, columns), None
-    ids = [batch.column(unit.id_column) for batch in row_groups(path, [unit.id_column])]
-    chunks = [chunk for column in ids for chunk in column.chunks]
-    id_type = open_parquet(path).schema_arrow.field(unit.id_column).type
-    bounded = bound_contributions(pa.chunked_array(chunks, type=id_type), unit.max_rows)
+    if bounded is None:
+        ids = [batch.column(unit.id_column) for batch in row_groups(path, [unit.id_column])]
+        chunks = [chunk for column in ids for chunk in column.chunks]
+        id_type = open_parquet(path).schema_arrow.field(unit.id_column).type
+        bounded = bound_contributions(pa.chunked_array(chunks, type=id_type), unit.max_rows)
+    keep_rows = bounded.keep
 
     def filtered() -> Iterator[pa.Table]:
         offset = 0
         for batch in row_groups(path, columns):
-            keep = bounded.keep[offset:offset + batch.num_rows]
+            keep = keep_rows[offset:offset + batch.num_rows]
             offset += batch.num_rows
             yield batch.filter(pa.array(keep))
 

@@ -11,17 +11,18 @@ from prefect import get_run_logger, task
 
 from dp.accounting import Ledger, Measurement, ReleaseContext, measure
 from dp.budget import PureBudget, ZCDPBudget
+from dp.cliques import CONDITIONAL_L1_SENSITIVITY, candidate_triples, coarse_map, hub, select_cliques, tree_order
 from dp.contributions import BoundedRows
 from dp.hierarchy import NoisyLevel
-from dp.marginals import IntArray, NoisyMarginal, count_all
+from dp.marginals import ColumnDomain, IntArray, NoisyMarginal, count_all
 from dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
 from dp.postprocess import consistent_counts, estimate_total
 from dp.random import secure_noise
 from dp.structure import independence_scores, select_spanning_tree
 from dp.svt import DiscoveredBounds
 from schemas.encoding import domains_for, rules_for
-from schemas.model import Hierarchy, load_spec
-from schemas.plan import PlannedMeasurement, ReleasePlan, plan_pairs
+from schemas.model import Hierarchy, TableSchema, load_spec
+from schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
 from tasks import SENSITIVE
 from tasks.ingest import unit_row_groups
 from tasks.staging import write_internal
@@ -52,11 +53,17 @@ class Measured:
     marginals: list[NoisyMarginal]
     levels: list[NoisyLevel] = field(default_factory=list)
     selection: list[Measurement] = field(default_factory=list)
+    cliques: list[NoisyMarginal] = field(default_factory=list)
+    """``cliques: auto``: the noisy cliques, each (parents..., child) in coarse codes, in sampling order."""
+    maps: dict[str, IntArray] = field(default_factory=dict)
+    """``cliques: auto``: the public fine-to-coarse maps of the numeric columns (from the noisy 1-ways)."""
+    tree: list[tuple[str, str]] = field(default_factory=list)
+    """``cliques: auto``: the spanning tree chosen privately."""
 
     def records(self) -> list[Measurement]:
         """Every measurement's provenance: selections, marginals, hierarchy levels."""
         return (list(self.selection) + [m.measurement for m in self.marginals]
-                + [level.measurement for level in self.levels])
+                + [m.measurement for m in self.cliques] + [level.measurement for level in self.levels])
 
     def pairs(self) -> list[tuple[str, ...]]:
         """The measured 2-way marginals' columns."""
@@ -132,10 +139,81 @@ def measure_marginals(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_
                                                      plan.selection.run_budget, context,
                                                      score_sensitivity=sensitivity)
             later = plan_pairs(plan, spec, chosen) + later
+        junction: _Junction | None = None
+        if plan.cliques is not None:
+            junction = _measure_junction(plan.cliques, spec.data, spec.schema, domains, marginals, context,
+                                         bounded, sensitivity)
         for planned in later:
             draw(planned)
     exact.clear()
+    if junction is not None:
+        cliques, choices, maps, tree = junction
+        get_run_logger().info("chose a junction tree privately and measured %d cliques", len(cliques))
+        return Measured(marginals, levels, choices, cliques, maps, tree)
     get_run_logger().info("measured %d marginals and %d hierarchy levels (%d noisy cells)%s", len(marginals),
                           len(levels), sum(len(r.counts) for r in marginals) + sum(len(x.counts) for x in levels),
                           f"; {len(selection)} pairs chosen privately" if selection else "")
     return Measured(marginals, levels, selection)
+
+
+_Junction = tuple[list[NoisyMarginal], list[Measurement], dict[str, IntArray], list[tuple[str, str]]]
+
+
+def _measure_junction(
+    planned: PlannedCliques,
+    data: Path,
+    schema: TableSchema,
+    domains: list[ColumnDomain],
+    one_way: list[NoisyMarginal],
+    context: ReleaseContext,
+    bounded: BoundedRows | None,
+    sensitivity: int,
+) -> _Junction:
+    """Choose a degree-2 junction tree privately and measure its cliques (``cliques: auto``).
+
+    1. Coarse maps of the numeric columns from the noisy 1-ways (post-processing: free).
+    2. A spanning tree by the exponential mechanism, each pair scored on coarse codes by its distance
+       from independence under the noisy 1-ways (sensitivity 1 per row).
+    3. From the root (public, or the tree's hub), a second parent for each column by the exponential
+       mechanism on the conditional-L1 score (sensitivity below 4 per row): :mod:`dp.cliques`.
+    4. Each clique measured in coarse codes (a histogram: sensitivity 1 per row).
+    Two more map-reduce passes over the row groups (pairs, then candidate triples), on the same
+    bounded rows as the 1-ways.
+    """
+    names = [d.name for d in domains]
+    sizes = {d.name: d.size for d in domains}
+    rules = rules_for(schema)
+    total = max(1, round(estimate_total(one_way)))
+    distributions = {m.columns[0]: consistent_counts(m, total) / total for m in one_way}
+    maps = {d.name: coarse_map(distributions[d.name], planned.bins) for d in domains
+            if d.kind != "category" and d.size > planned.bins}
+    coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else sizes[n] for n in names}
+    coarse_distributions = {n: np.bincount(maps[n], weights=distributions[n], minlength=coarse_sizes[n])
+                            if n in maps else distributions[n] for n in names}
+    batches, _ = unit_row_groups(data, names, schema.privacy_unit, bounded)
+    pairs, _ = count_all(batches, domains, rules, list(planned.candidates), maps)
+    scores = independence_scores(pairs, coarse_distributions, total)
+    tree, tree_records = select_spanning_tree(names, list(planned.candidates), scores, planned.tree_budget, context,
+                                              score_sensitivity=sensitivity)
+    order = tree_order(names, tree, planned.root or hub(names, tree))
+    records = list(tree_records)
+    triples: dict[tuple[str, ...], IntArray] = {}
+    if planned.parent_budget is not None:
+        batches, _ = unit_row_groups(data, names, schema.privacy_unit, bounded)
+        triples, _ = count_all(batches, domains, rules, candidate_triples(order), maps)
+        cliques, parent_records = select_cliques(order, triples, coarse_sizes, planned.parent_budget, context,
+                                                 score_sensitivity=CONDITIONAL_L1_SENSITIVITY * sensitivity)
+        records += parent_records
+    else:
+        cliques = [(parent, child) for child, parent in order if parent is not None]
+    mechanism = _mechanism(planned.clique_budget, sensitivity)
+    measured = []
+    for clique in cliques:
+        counts = triples.get(clique) if len(clique) == 3 else pairs.get(clique)
+        if counts is None:  # a pair measured in the other column order
+            counts = pairs[(clique[1], clique[0])].reshape(coarse_sizes[clique[1]], coarse_sizes[clique[0]]).T.ravel()
+        noisy, record = measure(mechanism, counts, context, stage="cliques", query=f"clique({','.join(clique)})")
+        measured.append(NoisyMarginal(clique, tuple(coarse_sizes[c] for c in clique), noisy, record))
+    triples.clear()
+    pairs.clear()
+    return measured, records, maps, tree

@@ -64,7 +64,9 @@ def write_report(
         measurements=measurements,
         discovered_bounds={b.column: (b.lower, b.upper, b.lower_found, b.upper_found) for b in bounds},
         synthetic_rows=synthesis.rows, model_edges=synthesis.model_edges, provenance=provenance(),
-        selected_pairs=measured.pairs() if spec.auto_pairs else (),
+        selected_pairs=measured.pairs() if spec.auto_pairs else measured.tree,
+        cliques=synthesis.cliques,
+        coarse_bins={c: int(m.max()) + 1 for c, m in measured.maps.items()},
     )
     root = Path(staging)
     (root / "audit.json").write_text(json.dumps(audit, indent=2) + "\n", encoding="utf-8")

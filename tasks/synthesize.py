@@ -13,10 +13,12 @@ from prefect import get_run_logger, task
 
 from dp.estimation import TreeModel, fit_tree
 from dp.hierarchy import NoisyLevel, combine, make_consistent
+from dp.junction import FittedModel, JunctionTree, Marginal, junction_parents
+from dp.junction import estimate as estimate_junction
 from dp.marginals import NoisyMarginal
-from dp.postprocess import combined_one_way, consistent_marginals, estimate_total
+from dp.postprocess import combined_one_way, consistent_marginals, estimate_total, round_preserving_sum
 from dp.random import synthetic_generator
-from dp.sampling import decode, sample_codes
+from dp.sampling import decode, sample_codes, sample_junction
 from dp.svt import DiscoveredBounds
 from schemas.encoding import domains_for, hierarchy_tree, output_columns
 from schemas.model import Hierarchy, load_spec
@@ -42,6 +44,27 @@ class Estimate:
     """Post-processed integer counts of every hierarchy level, the root (the row count) first."""
     exact: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
     """Leaf counts that the synthetic table reproduces exactly (each hierarchy's column)."""
+    junction: JunctionEstimate | None = None
+    """The junction-tree model (``cliques: auto``); then ``model`` is unused."""
+
+
+@dataclass(frozen=True)
+class JunctionEstimate:
+    """A fitted degree-2 junction-tree model (DP output: post-processing of noisy measurements).
+
+    Attributes:
+        fitted: The clique probabilities (coarse codes).
+        cliques: (parents..., child) in sampling order.
+        maps: Fine-to-coarse maps of the coarsened columns.
+        fine: Post-processed fine 1-way distribution of every column (to refine coarse codes).
+        counts: Post-processed integer counts of every clique (published).
+    """
+
+    fitted: FittedModel
+    cliques: list[tuple[str, ...]]
+    maps: dict[str, npt.NDArray[np.int64]]
+    fine: dict[str, npt.NDArray[np.float64]]
+    counts: dict[tuple[str, ...], npt.NDArray[np.int64]]
 
 
 @dataclass(frozen=True)
@@ -53,12 +76,14 @@ class SynthesisResult:
         table_file: Path of the synthetic table, relative to the release folder.
         marginal_files: Paths of the published post-processed marginals.
         model_edges: The (parent, child) edges of the fitted tree.
+        cliques: The junction tree's cliques, (parents..., child), for ``cliques: auto``.
     """
 
     rows: int
     table_file: str
     marginal_files: tuple[str, ...]
     model_edges: tuple[tuple[str, str], ...]
+    cliques: tuple[tuple[str, ...], ...] = ()
 
 
 def _metadata(plan: ReleasePlan, version: str) -> dict[bytes, bytes]:
@@ -103,12 +128,56 @@ def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: 
     exact = {h.column: hierarchies[h.name][-1] for h in spec.schema.hierarchies}
     # Every marginal agrees with the best 1-way estimates (and with the hierarchies' leaf counts).
     consistent = consistent_marginals(marginals, total, exact)
+    if measured.cliques:
+        sizes = {d.name: d.size for d in domains}
+        junction = _fit_junction(measured, consistent, sizes, total)
+        return Estimate(total, consistent, TreeModel((), {}, {}), hierarchies, exact, junction)
     one = {cols[0]: counts for cols, counts in consistent.items() if len(cols) == 1}
     two = {(cols[0], cols[1]): counts for cols, counts in consistent.items() if len(cols) == 2}
     # Hierarchy columns first: each becomes the root of its part of the model, sampled exactly.
     names = [*exact, *[d.name for d in domains if d.name not in exact]]
     model = fit_tree(names, {d.name: d.size for d in domains}, one, two)
     return Estimate(total, consistent, model, hierarchies, exact)
+
+
+def _fit_junction(
+    measured: Measured, consistent: dict[tuple[str, ...], npt.NDArray[np.int64]], sizes: dict[str, int], total: int
+) -> JunctionEstimate:
+    """Fit the junction tree to the noisy cliques and 1-ways (Private-PGM's estimator, :mod:`dp.junction`).
+
+    The 1-ways enter summed onto the coarse codes of coarsened columns (a coarse cell adds up the
+    noisy fine cells of its bin; its variance is taken at the mean bin size).
+    """
+    maps = measured.maps
+    coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else size for n, size in sizes.items()}
+    cliques = [m.columns for m in measured.cliques]
+    tree = JunctionTree(tuple(cliques), junction_parents(cliques), coarse_sizes)
+    observations = [Marginal(m.columns, m.counts.astype(np.float64).reshape(m.shape), m.variance)
+                    for m in measured.cliques]
+    for m in measured.marginals:
+        (column,) = m.columns
+        if column in maps:
+            values = np.bincount(maps[column], weights=m.counts.astype(np.float64), minlength=coarse_sizes[column])
+            cells = np.bincount(maps[column], minlength=coarse_sizes[column])
+            observations.append(Marginal((column,), values, m.variance * float(cells.mean())))
+        else:
+            observations.append(Marginal((column,), m.counts.astype(np.float64), m.variance))
+    fitted = estimate_junction(tree, observations, float(total))
+    fine = {cols[0]: counts / max(total, 1) for cols, counts in consistent.items() if len(cols) == 1}
+    counts = {clique: round_preserving_sum(fitted.marginal(clique).ravel() * total, total) for clique in cliques}
+    return JunctionEstimate(fitted, cliques, maps, fine, counts)
+
+
+def _coarse_labels(labels: tuple[str, ...], fine_to_coarse: npt.NDArray[np.int64] | None) -> list[str]:
+    """Labels of coarse codes: the first and last fine labels of each bin."""
+    if fine_to_coarse is None:
+        return list(labels)
+    out = []
+    for code in range(int(fine_to_coarse.max()) + 1):
+        cells = np.flatnonzero(fine_to_coarse == code)
+        first, last = labels[cells[0]], labels[cells[-1]]
+        out.append(first if first == last else f"{first} .. {last}")
+    return out
 
 
 def _write_hierarchy(
@@ -140,7 +209,12 @@ def sample_synthetic(
     domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
     by_name = {d.name: d for d in domains}
     rng = synthetic_generator(plan.seed)
-    codes = sample_codes(estimate.model, estimate.rows, rng, estimate.exact)
+    junction = estimate.junction
+    if junction is not None:
+        codes = sample_junction(junction.cliques, junction.fitted.marginal, {d.name: d.size for d in domains},
+                                junction.maps, junction.fine, estimate.rows, rng, estimate.exact)
+    else:
+        codes = sample_codes(estimate.model, estimate.rows, rng, estimate.exact)
     table = decode(codes, output_columns(spec.schema, domains), estimate.rows, rng)
     table = table.replace_schema_metadata(_metadata(plan, version))
 
@@ -157,9 +231,21 @@ def sample_synthetic(
         name = f"marginals/{'__'.join(cols)}.parquet"
         pq.write_table(pa.table(data).replace_schema_metadata(_metadata(plan, version)), root / name)
         files.append(name)
+    if junction is not None:
+        for clique, counts in junction.counts.items():
+            labels = [_coarse_labels(by_name[c].labels(), junction.maps.get(c)) for c in clique]
+            grids = np.meshgrid(*[np.arange(len(x)) for x in labels], indexing="ij")
+            data = {c: pa.array(np.asarray(x)[g.ravel()]) for c, x, g in zip(clique, labels, grids, strict=True)}
+            data["count"] = pa.array(counts, type=pa.int64())
+            name = f"marginals/clique-{'__'.join(clique)}.parquet"
+            pq.write_table(pa.table(data).replace_schema_metadata(_metadata(plan, version)), root / name)
+            files.append(name)
     for h in spec.schema.hierarchies:
         files += _write_hierarchy(h, estimate.hierarchies[h.name], by_name[h.column].labels(), root,
                                   _metadata(plan, version))
-    get_run_logger().info("sampled %d synthetic rows (seed %d) from a tree over %d columns",
-                          estimate.rows, plan.seed, len(domains))
-    return SynthesisResult(estimate.rows, table_file, tuple(files), tuple(estimate.model.edges()))
+    edges = (tuple((c[-2], c[-1]) for c in junction.cliques) if junction is not None
+             else tuple(estimate.model.edges()))
+    get_run_logger().info("sampled %d synthetic rows (seed %d) from a %s over %d columns", estimate.rows, plan.seed,
+                          "junction tree" if junction is not None else "tree", len(domains))
+    return SynthesisResult(estimate.rows, table_file, tuple(files), edges,
+                           tuple(junction.cliques) if junction is not None else ())

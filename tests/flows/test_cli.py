@@ -48,9 +48,12 @@ def test_check_exit_2_on_a_bad_schema_or_unreadable_file(tmp_path, capsys):
 
 
 def test_plan_prints_the_budget_without_data(tmp_path, capsys):
-    assert main(["plan", str(ADULT / "release.yaml"), "--ledger", str(tmp_path / "none.sqlite")]) == 0
+    assert main(["plan", str(ADULT / "release-pairs.yaml"), "--ledger", str(tmp_path / "none.sqlite")]) == 0
     out = capsys.readouterr().out
     assert "reserved: rho=" in out and "marginal(income,education)" in out
+    assert main(["plan", str(ADULT / "release.yaml"), "--ledger", str(tmp_path / "none.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert "13 cliques of up to 3 columns" in out and "second parents" in out
 
 
 def test_verify_detects_a_flipped_byte(tmp_path, capsys):

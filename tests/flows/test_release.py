@@ -27,8 +27,8 @@ CANARY_TEXT = "CANARY_Zq7xW"
 CANARY_NUMBER = 987654321
 
 
-def _example(tmp_path: Path, table: pa.Table | None = None, **changes) -> Path:
-    """A copy of the Adult example in tmp_path, optionally with another table and spec changes."""
+def _example(tmp_path: Path, table: pa.Table | None = None, spec: str = "release.yaml", **changes) -> Path:
+    """A copy of the Adult example in tmp_path, optionally with another table, spec file and spec changes."""
     folder = tmp_path / "example"
     folder.mkdir()
     shutil.copy(ADULT / "schema.yaml", folder / "schema.yaml")
@@ -36,7 +36,7 @@ def _example(tmp_path: Path, table: pa.Table | None = None, **changes) -> Path:
         shutil.copy(ADULT / "adult.parquet", folder / "adult.parquet")
     else:
         pq.write_table(table, folder / "adult.parquet")
-    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc = yaml.safe_load((ADULT / spec).read_text(encoding="utf-8"))
     doc.update(changes)
     (folder / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
     return folder / "release.yaml"
@@ -103,8 +103,9 @@ def test_audit_lists_every_measurement_and_composes_exactly(adult_release):
     spec = load_spec(spec_path)
     audit = json.loads((target / "audit.json").read_text())
     measurements = audit["measurements"]
-    # 1-way, 2-way, two SVT runs per column, and the two levels of the region > native-country hierarchy
-    assert len(measurements) == 14 + len(spec.two_way) + 2 * 3 + 2
+    # 1-way, two SVT runs per column, 13 tree rounds and 12 second parents (the private structure),
+    # 13 cliques, and the two levels of the region > native-country hierarchy
+    assert len(measurements) == 14 + 2 * 3 + 13 + 12 + 13 + 2
     for m in measurements:
         assert m["mechanism"] and m["sensitivity"] and m["scale"] > 0
         assert Fraction(m["booked"]["rho"]["exact"]) > 0
@@ -236,7 +237,7 @@ def test_a_failing_stage_publishes_nothing_and_keeps_drawn_charges(prefect_harne
     assert not dataset_dir.exists() or list(dataset_dir.iterdir()) == []
     with Ledger.open(ledger) as book:
         assert book.release_status("broken") == "failed"
-        assert len(book.charges(release_id="broken")) == 14 + 13 + 6 + 2  # drawn, never refunded
+        assert len(book.charges(release_id="broken")) == 14 + 6 + 25 + 13 + 2  # drawn, never refunded
         assert book.status("us-cps-1994-adult").reserved == 0
 
 
@@ -262,7 +263,7 @@ def test_prefect_artifacts_hold_the_public_budget_table_and_a_link(adult_release
         )
     mine = {a.key: str(a.data) for a in artifacts if "r-e2e-1" in str(a.data)}
     assert set(mine) == {"budget-us-cps-1994-adult", "release-us-cps-1994-adult"}
-    assert "| two_way |" in mine["budget-us-cps-1994-adult"] and "Lifetime rho" in mine["budget-us-cps-1994-adult"]
+    assert "| cliques |" in mine["budget-us-cps-1994-adult"] and "Lifetime rho" in mine["budget-us-cps-1994-adult"]
     assert mine["release-us-cps-1994-adult"] == f"[release r-e2e-1]({target.as_uri()})"  # a link, as markdown
     for text in mine.values():
         assert CANARY_TEXT not in text and str(CANARY_NUMBER) not in text and "32561" not in text

@@ -25,7 +25,7 @@ def test_adult_schema_declares_15_columns_from_public_documentation():
 
 
 def test_adult_spec_budget_is_exact_zcdp():
-    spec = load_spec(ADULT / "release.yaml")
+    spec = load_spec(ADULT / "release-pairs.yaml")
     assert spec.definition == "zcdp" and spec.delta == Fraction(1, 10**9)
     assert isinstance(spec.budget, ZCDPBudget)
     assert approx_from_zcdp_cks(spec.budget, spec.delta).epsilon <= 1
@@ -84,7 +84,7 @@ def _spec(tmp_path, **changes):
     for name in ("schema.yaml", "adult.parquet"):
         if not (tmp_path / name).exists():
             shutil.copy(ADULT / name, tmp_path / name)
-    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc = yaml.safe_load((ADULT / "release-pairs.yaml").read_text(encoding="utf-8"))
     doc.update(changes)
     path = tmp_path / "release.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
@@ -111,7 +111,7 @@ def _spec(tmp_path, **changes):
         ({"lifetime_budget": {"epsilon": 3}}, "lifetime_budget: must use the same definition and delta"),
         ({"two_way": "auto"}, "allocation: two_way: auto needs positive selection and two_way shares"),
         ({"allocation": {"bounds": 0.05, "one_way": 0.2, "selection": 0.1, "two_way": 0.6, "hierarchy": 0.05}},
-         "allocation.selection: must be 0 or absent unless two_way is auto"),
+         "allocation.selection: must be 0 or absent unless two_way or cliques is auto"),
         ({"two_way": "everything"}, "two_way: must be 'auto' or a list of column pairs"),
         ({"weighting": "sqrt"}, "weighting: ('sqrt') must be 'cells' or 'equal'"),
     ],
@@ -269,3 +269,44 @@ def test_a_missing_or_ill_typed_id_column_is_a_structural_problem():
         "column 'household': must be present exactly once (the privacy-unit id column)"]
     floats = structural_problems(schema, pa.schema([("tenure", pa.string()), ("household", pa.float64())]))
     assert [str(p) for p in floats] == ["column 'household': must be integers or strings (the privacy-unit id column)"]
+
+
+def test_the_adult_example_plans_a_private_junction_tree(tmp_path):
+    from schemas.plan import plan_release
+
+    spec = load_spec(ADULT / "release.yaml")
+    assert spec.auto_cliques and spec.root is None and spec.clique_bins == 8
+    plan = plan_release(spec, "r", 1)
+    assert plan.total == spec.budget and plan.cliques is not None
+    c = plan.cliques
+    assert (c.tree_rounds, c.parent_rounds, len(c.candidates)) == (13, 12, 91)
+    selection = plan.stages["selection"].amount
+    assert c.tree_budget.epsilon ** 2 / 2 * 13 + c.parent_budget.epsilon ** 2 / 2 * 12 <= selection
+    assert c.clique_budget.amount * 13 == plan.stages["cliques"].amount
+    assert any("second parents" in line for line in plan.lines())
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"two_way": [["age", "sex"]]}, "two_way: must be absent with cliques: auto"),
+        ({"cliques": "all"}, "cliques: must be 'auto'"),
+        ({"root": "education-num"}, "root: ('education-num') must be a measured column"),
+        ({"clique_bins": 1}, "clique_bins: (1) must be a whole number from 2 to 64"),
+        ({"allocation": {"bounds": 0.05, "one_way": 0.3, "cliques": 0.6, "hierarchy": 0.05}},
+         "cliques: auto needs positive selection and cliques shares"),
+    ],
+)
+def test_cliques_spec_errors(tmp_path, changes, message):
+    for name in ("schema.yaml", "adult.parquet"):
+        shutil.copy(ADULT / name, tmp_path / name)
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc.update(changes)
+    (tmp_path / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        load_spec(tmp_path / "release.yaml")
+
+
+def test_root_and_bins_apply_to_cliques_only(tmp_path):
+    with pytest.raises(SchemaError, match=re.escape("root: applies to cliques: auto only")):
+        load_spec(_spec(tmp_path, root="age"))

@@ -15,7 +15,7 @@ ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 
 
 def test_adult_plan_splits_exactly_and_never_exceeds_the_total():
-    spec = load_spec(ADULT / "release.yaml")
+    spec = load_spec(ADULT / "release-pairs.yaml")
     plan = plan_release(spec, "r", 1)
     assert plan.total == spec.budget  # all four stages are used
     assert sum((b.amount for b in plan.stages.values()), Fraction(0)) == spec.budget.amount
@@ -30,7 +30,7 @@ def test_adult_plan_splits_exactly_and_never_exceeds_the_total():
 def test_pure_plan_books_epsilon(tmp_path):
     for name in ("schema.yaml", "adult.parquet"):
         shutil.copy(ADULT / name, tmp_path / name)
-    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc = yaml.safe_load((ADULT / "release-pairs.yaml").read_text(encoding="utf-8"))
     doc["budget"], doc["lifetime_budget"], doc["release_cap"] = {"epsilon": 1}, {"epsilon": 4}, {"epsilon": 2}
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
     plan = plan_release(load_spec(tmp_path / "r.yaml"), "r", 1)
@@ -44,4 +44,4 @@ def test_cell_limit(tmp_path, monkeypatch):
 
     monkeypatch.setattr(schemas.plan, "MAX_CELLS", 100)
     with pytest.raises(SchemaError, match="the limit is 100"):
-        plan_release(load_spec(ADULT / "release.yaml"), "r", 1)
+        plan_release(load_spec(ADULT / "release-pairs.yaml"), "r", 1)

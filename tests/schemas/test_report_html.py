@@ -72,8 +72,8 @@ def _audit_for(plan: ReleasePlan, spec_path: Path, *, dataset_name: str | None =
 
 @pytest.fixture(scope="module")
 def zcdp_audit() -> dict:
-    plan = plan_release(load_spec(ADULT / "release.yaml"), "r1", 7)
-    return _audit_for(plan, ADULT / "release.yaml")
+    plan = plan_release(load_spec(ADULT / "release-pairs.yaml"), "r1", 7)
+    return _audit_for(plan, ADULT / "release-pairs.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +186,7 @@ def test_every_string_is_escaped(zcdp_audit):
 def test_pure_dp_release(tmp_path):
     for name in ("schema.yaml", "adult.parquet"):
         shutil.copy(ADULT / name, tmp_path / name)
-    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc = yaml.safe_load((ADULT / "release-pairs.yaml").read_text(encoding="utf-8"))
     doc["budget"], doc["lifetime_budget"], doc["release_cap"] = {"epsilon": 1}, {"epsilon": 4}, {"epsilon": 2}
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
     plan = plan_release(load_spec(tmp_path / "r.yaml"), "pure-1", 3)

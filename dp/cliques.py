@@ -1,0 +1,173 @@
+"""Choosing the cliques of a degree-2 junction-tree model, privately.
+
+After a spanning tree over the columns has been chosen (:mod:`dp.structure`, MST-style), the tree
+is visited breadth-first from a root; each column ``ch`` with tree parent ``pa`` gets a clique
+``(pa, q, ch)``, where the second parent ``q`` is chosen by the exponential mechanism among the
+columns that already share a clique with ``pa`` (a public set given the earlier choices), or the
+clique ``(pa, ch)`` when there is none. Each clique's separator {pa, q} lies inside an earlier
+clique, so the cliques form a junction tree by construction (each column conditioned on up to two
+parents: a degree-2 Bayesian network, as in PrivBayes, Zhang et al. 2017).
+
+The score of ``q`` is how much it adds to predicting ``ch`` beyond ``pa``, on the exact 3-way
+counts x over (pa, q, ch) in coarse codes:
+
+    u(q) = Σ_{a,b} || x[a, b, :] - x[a, b] · c_a ||_1,    c_a = x[a, :, :].sum(0) / x[a, :, :].sum()
+
+(c_a: the empirical distribution of ch given pa = a; the term is 0 for an empty slice). Sensitivity
+(add or remove one row (a, b0, k)): only slice a changes. The row's own cell moves its term by at most
+||e_k - c'_a||_1 ≤ 2, and c_a moves by (e_k - c_a) / (n_a + 1), of L1 norm ≤ 2 / (n_a + 1), which
+moves every term b of the slice by at most x[a, b] · 2 / (n_a + 1); these add up to 2 n_a / (n_a + 1)
+< 2. So |u(q) - u'(q)| < 4 (0 before and after when n_a = 0). With at most k rows per privacy unit
+the sensitivity is below 4k. The full argument: ``docs/proofs/conditional_l1_score.md``.
+
+Numeric columns are counted in coarse codes inside cliques (:func:`coarse_map`), from bins of about
+equal mass under their *noisy* 1-way marginal: a public post-processing choice that costs nothing.
+
+>>> coarse_map(np.array([0.5, 0.1, 0.1, 0.1, 0.2]), 2).tolist()
+[0, 1, 1, 1, 1]
+>>> float(conditional_l1_score(np.array([[[5, 0], [0, 5]]])))
+10.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.accounting import Measurement, ReleaseContext
+from dp.budget import PureBudget
+from dp.errors import InternalError, ParameterError
+from dp.selection import ExponentialMechanism, run_selection
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+Clique = tuple[str, ...]
+
+CONDITIONAL_L1_SENSITIVITY = 4
+"""An upper bound on the conditional-L1 score's sensitivity for one row (the bound itself is < 4)."""
+
+
+def coarse_map(distribution: FloatArray, bins: int) -> IntArray:
+    """Contiguous fine-to-coarse map into about ``bins`` bins of equal mass under ``distribution``.
+
+    A bin closes once its mass reaches 1/bins; a single code holding more gets a bin of its own.
+    ``distribution`` must be public (a post-processed noisy 1-way), so the map is too.
+    """
+    if bins < 1:
+        raise ParameterError(f"bins ({bins}) must be positive")
+    p = np.maximum(np.asarray(distribution, dtype=np.float64), 0.0)
+    total = p.sum()
+    p = p / total if total > 0 else np.full(len(p), 1.0 / max(len(p), 1))
+    cumulative = np.cumsum(p)
+    out = np.zeros(len(p), dtype=np.int64)
+    current, start = 0, 0.0
+    for i in range(len(p)):
+        out[i] = current
+        if cumulative[i] - start >= 1.0 / bins - 1e-12 and i < len(p) - 1:
+            current += 1
+            start = cumulative[i]
+    return out
+
+
+def conditional_l1_score(counts: npt.NDArray[np.integer] | FloatArray) -> float:
+    """The score of a second parent: Σ_{a,b} || x[a,b,:] - x[a,b] · P(ch | pa = a) ||_1 over x of shape (pa, q, ch)."""
+    x = np.asarray(counts, dtype=np.float64)
+    if x.ndim != 3:
+        raise InternalError("conditional_l1_score needs a 3-way table (pa, q, ch)")
+    by_parent = x.sum(axis=1)  # (pa, ch)
+    slice_sizes = by_parent.sum(axis=1, keepdims=True)
+    conditional = np.divide(by_parent, slice_sizes, out=np.zeros_like(by_parent), where=slice_sizes > 0)
+    predicted = x.sum(axis=2, keepdims=True) * conditional[:, None, :]
+    return float(np.abs(x - predicted).sum())
+
+
+def tree_order(columns: Sequence[str], edges: Sequence[tuple[str, str]], root: str) -> list[tuple[str, str | None]]:
+    """Breadth-first ``(column, tree parent)`` from ``root``; columns outside its component start new roots.
+
+    >>> tree_order(["a", "b", "c", "d"], [("a", "b"), ("b", "c")], "b")
+    [('b', None), ('a', 'b'), ('c', 'b'), ('d', None)]
+    """
+    neighbours: dict[str, list[str]] = {c: [] for c in columns}
+    for a, b in edges:
+        neighbours[a].append(b)
+        neighbours[b].append(a)
+    order: list[tuple[str, str | None]] = []
+    seen: set[str] = set()
+    for start in [root, *columns]:
+        if start in seen:
+            continue
+        seen.add(start)
+        queue: list[tuple[str, str | None]] = [(start, None)]
+        while queue:
+            node, parent = queue.pop(0)
+            order.append((node, parent))
+            for child in neighbours[node]:
+                if child not in seen:
+                    seen.add(child)
+                    queue.append((child, node))
+    return order
+
+
+def hub(columns: Sequence[str], edges: Sequence[tuple[str, str]]) -> str:
+    """The column of highest degree in the tree (first in ``columns`` order on a tie): a public root rule."""
+    degree = {c: sum(c in e for e in edges) for c in columns}
+    return max(columns, key=lambda c: degree[c])
+
+
+def candidate_triples(order: Sequence[tuple[str, str | None]]) -> list[Clique]:
+    """Every (pa, q, ch) that :func:`select_cliques` may score, for counting them in one pass."""
+    out: list[Clique] = []
+    for child, parent in order:
+        if parent is None:
+            continue
+        out += [(parent, q, child) for q, _ in order if q not in (parent, child)]
+    return out
+
+
+def select_cliques(
+    order: Sequence[tuple[str, str | None]],
+    triples: Mapping[Clique, IntArray],
+    shapes: Mapping[str, int],
+    run_budget: PureBudget,
+    context: ReleaseContext,
+    *,
+    score_sensitivity: int,
+    stage: str = "selection",
+) -> tuple[list[Clique], list[Measurement]]:
+    """The cliques of a degree-2 junction tree along ``order``, second parents chosen by the exponential mechanism.
+
+    Args:
+        order: ``(column, tree parent)`` in breadth-first order (a root has parent None).
+        triples: Exact counts (raw: used only inside scores) of every candidate (pa, q, ch), flattened.
+        shapes: The (coarse) size of every column.
+        run_budget: Epsilon of each selection.
+        context: The ledger and noise source.
+        score_sensitivity: Bound on how far one privacy unit moves a score (4 per row; 4k with k rows).
+        stage: The ledger stage.
+
+    Returns:
+        The cliques, each (pa, q, ch) or (pa, ch), in order; and each selection's record.
+    """
+    mechanism = ExponentialMechanism(score_sensitivity=score_sensitivity, budget=run_budget)
+    cliques: list[Clique] = []
+    records: list[Measurement] = []
+    for child, parent in order:
+        if parent is None:
+            continue
+        partners = list(dict.fromkeys(q for clique in cliques if parent in clique for q in clique if q != parent))
+        if not partners:
+            cliques.append((parent, child))
+            continue
+        scores = []
+        for q in partners:
+            counts = triples.get((parent, q, child))
+            if counts is None:
+                raise InternalError(f"no counts for the candidate clique ({parent}, {q}, {child})")
+            scores.append(conditional_l1_score(counts.reshape(shapes[parent], shapes[q], shapes[child])))
+        index, record = run_selection(mechanism, scores, context, stage=stage,
+                                      query=f"second parent of {child}")
+        cliques.append((parent, partners[index], child))
+        records.append(record)
+    return cliques, records

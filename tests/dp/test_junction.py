@@ -1,0 +1,157 @@
+"""The degree-2 junction-tree model: clique choice, its score's sensitivity, estimation and sampling."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dp.accounting import Ledger, ReleaseContext
+from dp.budget import PureBudget, ZCDPBudget
+from dp.cliques import (
+    CONDITIONAL_L1_SENSITIVITY,
+    candidate_triples,
+    coarse_map,
+    conditional_l1_score,
+    hub,
+    select_cliques,
+    tree_order,
+)
+from dp.errors import ParameterError
+from dp.junction import JunctionTree, Marginal, estimate, junction_parents
+from dp.random import secure_noise
+from dp.sampling import adjust_to_counts, sample_junction, systematic_draw
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 4),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)), max_size=40),
+       st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 3)))
+def test_one_row_moves_the_conditional_l1_score_by_less_than_four(n_pa, n_q, n_ch, rows, extra):
+    def table(data):
+        x = np.zeros((n_pa, n_q, n_ch), dtype=np.int64)
+        for a, b, c in data:
+            x[a % n_pa, b % n_q, c % n_ch] += 1
+        return x
+
+    before = conditional_l1_score(table(rows))
+    after = conditional_l1_score(table([*rows, extra]))
+    assert abs(after - before) < CONDITIONAL_L1_SENSITIVITY
+
+
+def test_the_sensitivity_bound_is_nearly_attained():
+    # One large slice where the new row's child disagrees with every earlier row: the change approaches 4.
+    x = np.zeros((1, 2, 2))
+    x[0, 0, 0] = 1000
+    y = x.copy()
+    y[0, 1, 1] += 1
+    assert 3.9 < abs(conditional_l1_score(y) - conditional_l1_score(x)) < 4
+
+
+def test_coarse_map_is_contiguous_and_balanced():
+    mapping = coarse_map(np.full(100, 0.01), 8)
+    assert (np.diff(mapping) >= 0).all() and mapping[0] == 0 and mapping.max() == 7
+    sizes = np.bincount(mapping)
+    assert (sizes[:-1] == 13).all() and sizes[-1] == 9  # each bin closes once it holds 1/8 of the mass
+    assert coarse_map(np.array([0.9, 0.05, 0.05]), 4).tolist() == [0, 1, 1]
+    with pytest.raises(ParameterError):
+        coarse_map(np.ones(3), 0)
+
+
+def test_tree_order_hub_and_candidates():
+    edges = [("a", "b"), ("b", "c"), ("b", "d")]
+    assert hub(["a", "b", "c", "d"], edges) == "b"
+    order = tree_order(["a", "b", "c", "d"], edges, "a")
+    assert order == [("a", None), ("b", "a"), ("c", "b"), ("d", "b")]
+    assert ("b", "a", "c") in candidate_triples(order) and ("b", "c", "c") not in candidate_triples(order)
+
+
+def test_second_parents_follow_the_scores_with_little_noise_and_are_booked_and_replayed(tmp_path):
+    order = [("a", None), ("b", "a"), ("c", "b"), ("d", "b")]
+    shapes = {"a": 2, "b": 2, "c": 2, "d": 2}
+    generator = np.random.default_rng(0)  # test data
+    data = generator.integers(0, 2, size=(2000, 4))
+    data[:, 2] = data[:, 0]  # c copies a: given b, a predicts c perfectly
+    triples = {}
+    for triple in candidate_triples(order):
+        index = ["abcd".index(v) for v in triple]
+        flat = data[:, index[0]] * 4 + data[:, index[1]] * 2 + data[:, index[2]]
+        triples[triple] = np.bincount(flat, minlength=8)
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        ledger.register("pop", "zcdp", ZCDPBudget(Fraction(10**6)), Fraction(1, 10**9))
+        ledger.reserve("pop", "r", ZCDPBudget(Fraction(10**5)))
+        context = ReleaseContext(ledger, "r", "zcdp", secure_noise())
+        cliques, records = select_cliques(order, triples, shapes, PureBudget(Fraction(100)), context,
+                                          score_sensitivity=4)
+        assert cliques == [("a", "b"), ("b", "a", "c"), ("b", cliques[2][1], "d")]
+        assert [r.query for r in records] == ["second parent of c", "second parent of d"]
+        again, _ = select_cliques(order, {k: np.zeros_like(v) for k, v in triples.items()}, shapes,
+                                  PureBudget(Fraction(100)), context, score_sensitivity=4)
+        assert again == cliques and len(ledger.charges(release_id="r")) == 2  # replayed, not redrawn
+    # (b, a, d) sits under the first clique holding {a, b}; (b, c, d) under the one holding {b, c}
+    assert junction_parents(cliques) == (None, 0, 0 if "a" in cliques[2] else 1)
+
+
+def test_estimation_recovers_exact_marginals_and_is_consistent():
+    generator = np.random.default_rng(1)  # test data
+    joint = generator.dirichlet(np.ones(12)).reshape(2, 3, 2)  # over (a, b, c)
+    ab = joint.sum(axis=2) * 1000
+    bc = joint.sum(axis=0) * 1000
+    cliques = (("a", "b"), ("b", "c"))
+    tree = JunctionTree(cliques, junction_parents(cliques), {"a": 2, "b": 3, "c": 2})
+    fitted = estimate(tree, [Marginal(("a", "b"), ab, 1.0), Marginal(("b", "c"), bc, 1.0)], 1000.0, iterations=400)
+    assert np.allclose(fitted.marginal(("a", "b")) * 1000, ab, atol=0.5)
+    assert np.allclose(fitted.marginal(("b", "c")) * 1000, bc, atol=0.5)
+    assert np.allclose(fitted.cliques[0].sum(axis=0), fitted.cliques[1].sum(axis=1), atol=1e-9)  # consistent on b
+
+
+def test_a_marginal_outside_every_clique_is_refused():
+    tree = JunctionTree((("a", "b"),), (None,), {"a": 2, "b": 2, "c": 2})
+    with pytest.raises(ParameterError, match="no clique contains"):
+        estimate(tree, [Marginal(("a", "c"), np.ones((2, 2)), 1.0)], 4.0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=8), st.integers(0, 500), st.integers(0, 2**32 - 1))
+def test_systematic_draw_counts_are_within_one_of_expectation(weights, n, seed):
+    p = np.asarray(weights) + 1e-9
+    counts = np.bincount(systematic_draw(p, n, np.random.default_rng(seed)), minlength=len(p))
+    assert counts.sum() == n
+    assert (np.abs(counts - n * p / p.sum()) <= 1 + 1e-9).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 300), st.integers(0, 2**32 - 1))
+def test_adjust_to_counts_meets_the_targets_exactly(codes_count, rows, seed):
+    generator = np.random.default_rng(seed)
+    codes = generator.integers(0, codes_count, size=rows)
+    targets = generator.multinomial(rows, np.ones(codes_count) / codes_count)
+    likelihood = generator.random((rows, codes_count))
+    out = adjust_to_counts(codes, lambda which, code: likelihood[which, code], targets, generator)
+    assert np.bincount(out, minlength=codes_count).tolist() == targets.tolist()
+
+
+def test_junction_sampling_follows_the_model_and_reproduces_exact_counts():
+    # b is a copy of a; c is coarsened 4 -> 2 and independent of both.
+    cliques = [("a", "b"), ("b", "c")]
+    sizes = {"a": 3, "b": 3, "c": 4}
+    maps = {"c": np.array([0, 0, 1, 1])}
+    ab = np.diag([0.5, 0.3, 0.2])
+    bc = np.outer([0.5, 0.3, 0.2], [0.5, 0.5])
+
+    def marginal(columns):
+        table = {("a", "b"): ab, ("b", "c"): bc}.get(tuple(columns))
+        if table is not None:
+            return table
+        return {"a": ab.sum(1), "b": ab.sum(0), "c": bc.sum(0)}[columns[0]]
+
+    fine = {"a": ab.sum(1), "b": ab.sum(0), "c": np.array([0.4, 0.1, 0.25, 0.25])}
+    exact = {"b": np.array([480, 330, 190])}
+    codes = sample_junction(cliques, marginal, sizes, maps, fine, 1000, np.random.default_rng(5), exact)
+    assert np.bincount(codes["b"], minlength=3).tolist() == [480, 330, 190]
+    assert (codes["a"] == codes["b"]).mean() > 0.95  # only the few adjusted rows may disagree
+    within = np.bincount(codes["c"], minlength=4)
+    assert abs(within[0] / within[:2].sum() - 0.8) < 0.05  # refined within the coarse bin by the fine 1-way
