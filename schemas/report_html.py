@@ -173,7 +173,8 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "")
     th = "".join(f"<th>{_esc(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
     klass = f' class="{_esc(cls)}"' if cls else ""
-    return f"<table{klass}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    # Wide tables scroll inside their section instead of spilling over its edge.
+    return f'<div class="scroll"><table{klass}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _section(anchor: str, title: str, body: str, lead: str = "") -> str:
@@ -481,13 +482,14 @@ p.small,.small{font-size:13px;color:var(--muted)}
 code{font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;background:#f1f5f9;
 padding:1px 5px;border-radius:4px;overflow-wrap:anywhere}
 img.chart{display:block;max-width:100%;height:auto;margin:10px 0 6px}
+.scroll{overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-size:13.5px;margin:8px 0 4px;font-variant-numeric:tabular-nums}
 th{text-align:left;font-weight:600;color:#374151;background:var(--soft);border-bottom:2px solid var(--line);
 padding:7px 10px;white-space:nowrap}
 td{padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}
 table.num td:not(:first-child):not(:nth-child(2)):not(:nth-child(3)):not(:nth-child(4)){text-align:right}
 table.measurements td{padding:4px 8px;font-size:12.5px;white-space:nowrap}
-table.measurements td:nth-child(3){white-space:normal}
+table.measurements td:nth-child(2),table.measurements td:nth-child(3){white-space:normal}
 table.measurements th{padding:6px 8px;font-size:12.5px}
 td.r,th.r{text-align:right}
 tr.group td{background:#f1f5f9;font-weight:600}
@@ -732,11 +734,29 @@ def _selected_pairs(audit: Mapping[str, Any]) -> str:
             f"booked {_amount(chosen.get('booked'), unit)}.</p>" + _table(["round", "pair"], rows))
 
 
+def _junction_choices(audit: Mapping[str, Any]) -> str:
+    junction = audit.get("private_choices", {}).get("junction_tree")
+    if not junction:
+        return ""
+    unit = str(audit.get("budget", {}).get("unit", ""))
+    tree = _chips(" – ".join(_esc(c) for c in p) for p in junction.get("spanning_tree", []))
+    rows = []
+    for i, clique in enumerate(junction.get("cliques", []), 1):
+        *parents, child = [str(c) for c in clique]
+        rows.append([_esc(i), _code(child), " ".join(_code(p) for p in parents)])
+    bins = ", ".join(f"{_esc(c)}: {_esc(n)}" for c, n in junction.get("coarse_bins", {}).items())
+    return (f"<h3>Model structure chosen privately</h3><p class=\"small\">{_esc(junction.get('method', ''))}; "
+            f"booked {_amount(junction.get('booked'), unit)}. Root: {_esc(junction.get('root', '?'))}.</p>"
+            f"<p><strong>Spanning tree</strong> {tree}</p>"
+            + _table(["clique", "column", "conditioned on"], rows)
+            + (f'<p class="small">Coarse bins inside cliques: {bins}.</p>' if bins else ""))
+
+
 def _bounds_section(audit: Mapping[str, Any]) -> str:
     bounds = audit.get("private_choices", {}).get("discovered_bounds", {})
     if not bounds:
         return _section("bounds", "Private choices", '<p class="small">No column needed discovered bounds.</p>'
-                        + _selected_pairs(audit))
+                        + _selected_pairs(audit) + _junction_choices(audit))
 
     def cell(value: Any, found: Any) -> str:
         badge = ('<span class="badge ok">found</span>' if found
@@ -748,10 +768,11 @@ def _bounds_section(audit: Mapping[str, Any]) -> str:
     notes = sorted({str(b["note"]) for b in bounds.values() if b.get("note")})
     body = _table(["column", "lower", "upper"], rows)
     body += "".join(f'<p class="small">{_esc(n[:1].upper() + n[1:])}.</p>' for n in notes)
-    body = "<h3>Bounds discovered privately</h3>" + body + _selected_pairs(audit)
+    body = "<h3>Bounds discovered privately</h3>" + body + _selected_pairs(audit) + _junction_choices(audit)
     return _section("bounds", "Private choices", body,
                     "Data-dependent choices are themselves DP outputs: clipping bounds (the bounds stage) and, "
-                    "when they are not declared, the 2-way marginals to measure (the selection stage).")
+                    "when they are not declared, what to measure: 2-way marginals or the model's cliques (the "
+                    "selection stage).")
 
 
 def _public_inputs_section(audit: Mapping[str, Any]) -> str:

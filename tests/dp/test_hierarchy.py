@@ -493,3 +493,23 @@ def test_round_consistent_properties_on_hypothesis_trees(data):
         assert np.all(np.abs(out[level + 1] - share) < 1 + 1e-6 * np.maximum(1.0, share))
     # And the pipeline on the same raw values.
     _assert_exactly_consistent(h, make_consistent(h, values, [1.0] * h.n_levels, total))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=3), st.data())
+def test_one_row_moves_every_level_count_by_exactly_one(fanouts, data):
+    """The pre-noise level counts of the release (tasks.measure.level_counts): sensitivity 1 at every level."""
+    from schemas.model import Hierarchy as SchemaHierarchy
+    from tasks.measure import level_counts
+
+    tree = Hierarchy.from_fanouts(fanouts)
+    parents = tuple(tuple(int(x) for x in p) for p in tree.parents[1:])  # below the implicit root
+    labels = tuple(tuple(f"n{level}-{i}" for i in range(size)) for level, size in enumerate(tree.sizes[1:-1], 1))
+    declared = SchemaHierarchy("h", "leaf", tuple(f"l{i}" for i in range(len(labels))), labels, parents)
+    leaves = np.asarray(data.draw(st.lists(st.integers(0, 50), min_size=tree.sizes[-1], max_size=tree.sizes[-1])))
+    extra = data.draw(st.integers(0, tree.sizes[-1] - 1))
+    neighbour = leaves.copy()
+    neighbour[extra] += 1
+    for level in range(1, len(tree.sizes)):
+        difference = level_counts(declared, neighbour, level) - level_counts(declared, leaves, level)
+        assert np.abs(difference).sum() == 1 and (difference >= 0).all()
