@@ -1,0 +1,692 @@
+"""Benchmark: dprelease against its peers on Adult, side by side on one machine in one run.
+
+README
+======
+
+What runs (every system in its own subprocess, one at a time, so wall time and peak memory are per run):
+
+``dprelease-flow``
+    The full release: ``.venv/bin/dprelease release SPEC --out TMP --ledger TMP/ledger.sqlite --release-id ...``
+    with a copy of ``--spec`` (default ``examples/adult/release.yaml``) whose ``budget.epsilon`` is ε
+    (``release_cap`` and ``lifetime_budget`` scaled up with it, ``seed`` set to the run's seed) — validation,
+    bounds discovery (SVT), measurement, estimation, sampling, reports, publication, on the embedded Prefect
+    API. Its utility figures are read from the release's ``internal/utility.json``. Wall time is the whole
+    command (interpreter start, Prefect's embedded API, everything).
+``dprelease-core``
+    The synthesis core alone: estimation + sampling. A first, untimed process runs the same path up to the
+    noisy measurements (``plan_budget``, ``find_bounds``, ``measure_marginals``, called through their
+    undecorated ``.fn``, outside Prefect, with ``get_run_logger`` pointed at a plain logger) and pickles
+    them; a second process (:func:`dprelease_core`) loads them and runs ``estimate_model.fn`` +
+    ``sample_synthetic.fn`` — exactly the code the flow runs, whatever the tasks call inside. The time
+    reported is estimation + sampling only (in-process); peak RSS is that second process's.
+    (Chosen over re-implementing the tasks' pure-function calls, which other engineers are changing, and
+    over parsing task timings from Prefect's logs, which depends on log formats.)
+``mst`` / ``aim``
+    smartnoise-synth's MST and AIM (in ``.venv-bench``). The columns are coded on a *public* domain from the
+    spec's schema: categories as declared (a null is a category of its own when the column is nullable);
+    integer columns one bin per value when their declared range has at most 128 values, otherwise 128
+    bins over the declared ``min``/``max`` or, without public bounds, the ``search_range`` (fnlwgt,
+    capital-gain, capital-loss) — equal-width, or where the schema declares ``bins: log`` (capital-gain,
+    capital-loss) the lowest value on its own and geometric bins above it — never data quantiles.
+    (Equal-width bins for the capital columns would put the 0s, 92% of the rows, in one 8192-wide bin,
+    and decoding that bin alone costs tvd1 0.038; with log bins the coding itself costs tvd1 0.002.)
+    smartnoise's transformer is fitted on that public domain (not on the rows), so no budget is spent on
+    preprocessing; ε and δ = 1e-9 go to the synthesizer. Synthetic bins are decoded back to integers
+    uniformly within the bin, so the yardstick sees the real table's column types. The row count is the
+    real one (smartnoise's default). AIM runs one seed per ε with a timeout (``--aim-timeout``, 30 min);
+    a timed-out run is recorded as "did not finish".
+``independent``
+    The independent 1-way baseline (project venv): every column's 1-way histogram over the same public
+    domain, measured with :class:`dp.mechanisms.DiscreteGaussian` (the release's ρ split equally over the
+    columns, secure noise from :mod:`dp.random`); the noisy total is the inverse-variance mean of the
+    columns' sums; each histogram projected to non-negative counts summing to it; columns sampled
+    independently and decoded as above.
+``bootstrap``
+    The floor: the real table resampled with replacement (not private).
+
+Utility is always the project's yardstick, :func:`dp.evaluation.utility` (tvd1 over all 1-way, tvd2 over
+all 2-way, tvd3 over a fixed sample of 300 3-way marginals; 16 quantile bins of the real data for numeric
+columns), computed in the project venv against the real table for every system (for the flow it is the
+same function, run by the flow itself). Peak RSS is GNU time's maximum resident set size of the run's
+process (the largest of that process and the descendants it waited for, not their sum).
+
+Setup (once; the peers' pins conflict with the project's, so they get their own venv)::
+
+    bash benchmarks/setup_peers.sh           # creates .venv-bench with smartnoise-synth 1.0.8
+
+Run (with the project venv; ONE benchmark at a time on a shared machine)::
+
+    .venv/bin/python benchmarks/peers_adult.py                      # full grid: ε 0.3 1 3 × seeds 0 1 2
+    .venv/bin/python benchmarks/peers_adult.py --epsilons 1 --systems mst aim
+    .venv/bin/python benchmarks/peers_adult.py --spec examples/adult/release-auto.yaml --systems dprelease-flow
+    .venv/bin/python benchmarks/peers_adult.py --table                # print the table from the results file
+
+Runs are merged into ``benchmarks/results/peers_adult.json`` (a row per system × spec × ε × seed; a
+re-run replaces its row), so the grid can be filled in several sittings. On 2 cores a run takes about
+17 s (flow), 1.5 s (core), 65 s (MST) and 10+ min (AIM, capped at 30 min per ε); the grid without AIM
+about 15 min.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT_PY = ROOT / ".venv" / "bin" / "python"
+PROJECT_CLI = ROOT / ".venv" / "bin" / "dprelease"
+BENCH_PY = ROOT / ".venv-bench" / "bin" / "python"
+RESULTS = ROOT / "benchmarks" / "results" / "peers_adult.json"
+DEFAULT_SPEC = ROOT / "examples" / "adult" / "release.yaml"
+SYSTEMS = ("dprelease-flow", "dprelease-core", "mst", "aim", "independent", "bootstrap")
+PEERS = ("mst", "aim")
+MAX_BINS = 128
+DELTA = 1e-9
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Public domain coding shared by the peers and the independent baseline (pure numpy/yaml: runs in either venv)
+# --------------------------------------------------------------------------------------------------------------
+
+def load_spec_doc(spec: Path) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(spec.read_text(encoding="utf-8"))
+
+
+def public_domain(spec: Path) -> list[dict[str, Any]]:
+    """Per column of the spec's schema: how to code it on a public domain (never from the rows)."""
+    import yaml
+
+    doc = load_spec_doc(spec)
+    schema = yaml.safe_load((spec.parent / doc["schema"]).read_text(encoding="utf-8"))
+    out = []
+    for name, col in schema["columns"].items():
+        nullable = bool(col.get("nullable", False))
+        if col["type"] == "category":
+            cats = [str(c) for c in col["categories"]]
+            out.append({"name": name, "kind": "category", "categories": cats, "nullable": nullable,
+                        "size": len(cats) + (1 if nullable else 0)})
+            continue
+        if "min" in col and "max" in col:
+            lo, hi = float(col["min"]), float(col["max"])
+        else:
+            lo, hi = (float(x) for x in col["search_range"])
+        integer = col["type"] == "int"
+        if integer and hi - lo + 1 <= MAX_BINS:
+            edges = [lo + i - 0.5 for i in range(int(hi - lo) + 2)]  # one bin per integer value
+        elif integer and col.get("bins") == "log":  # declared log bins: lo on its own, then geometric up to hi
+            ratio = (hi - lo) ** (1 / (MAX_BINS - 1))
+            edges = [lo - 0.5, lo + 0.5, *[lo + ratio**i for i in range(1, MAX_BINS - 1)], hi + 0.5]
+        else:
+            edges = [lo + (hi - lo) * i / MAX_BINS for i in range(MAX_BINS + 1)]
+        out.append({"name": name, "kind": "int" if integer else "float", "edges": edges, "nullable": nullable,
+                    "size": len(edges) - 1 + (1 if nullable else 0)})
+    return out
+
+
+def encode(table: Any, domain: list[dict[str, Any]]) -> dict[str, Any]:
+    """Integer codes 0..size-1 of every column of a pyarrow table (null code last; out-of-domain clipped)."""
+    import numpy as np
+
+    codes = {}
+    for d in domain:
+        col = table.column(d["name"])
+        if d["kind"] == "category":
+            values = col.to_pylist()
+            index = {c: i for i, c in enumerate(d["categories"])}
+            null = len(d["categories"]) if d["nullable"] else 0
+            codes[d["name"]] = np.array([index.get(v, null) if v is not None else null for v in values],
+                                        dtype=np.int64)
+        else:
+            x = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+            edges = np.asarray(d["edges"])
+            nbins = len(edges) - 1
+            c = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, nbins - 1)
+            codes[d["name"]] = np.where(np.isnan(x), nbins if d["nullable"] else c, c).astype(np.int64)
+    return codes
+
+
+def decode(codes: dict[str, Any], domain: list[dict[str, Any]], seed: int) -> Any:
+    """A pyarrow table with the real table's column types from codes; numeric values uniform within the bin."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed + 1_000_003)  # post-processing only
+    arrays = {}
+    for d in domain:
+        c = np.asarray(codes[d["name"]], dtype=np.int64)
+        if d["kind"] == "category":
+            labels = np.array([*d["categories"], None], dtype=object)
+            c = np.where(c >= len(d["categories"]), len(d["categories"]), c)
+            arrays[d["name"]] = pa.array(labels[c].tolist(), type=pa.string())
+            continue
+        edges = np.asarray(d["edges"])
+        nbins = len(edges) - 1
+        null = c >= nbins
+        b = np.clip(c, 0, nbins - 1)
+        lo, hi = edges[b], edges[b + 1]
+        if d["kind"] == "int":
+            low, high = np.ceil(lo), np.ceil(hi) - 1  # integers in [lo, hi)
+            high = np.maximum(high, low)
+            values = (low + np.floor(rng.random(len(c)) * (high - low + 1))).astype(np.int64)
+            arrays[d["name"]] = pa.array(values, type=pa.int64(), mask=null if null.any() else None)
+        else:
+            values = lo + rng.random(len(c)) * (hi - lo)
+            arrays[d["name"]] = pa.array(values, type=pa.float64(), mask=null if null.any() else None)
+    return pa.table(arrays)
+
+
+def real_table(spec: Path, columns: list[str] | None = None) -> Any:
+    import pyarrow.parquet as pq
+
+    doc = load_spec_doc(spec)
+    return pq.read_table(spec.parent / doc["data"], columns=columns)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Workers (each runs in its own subprocess; they write the synthetic table and a small meta JSON)
+# --------------------------------------------------------------------------------------------------------------
+
+def patch_mbi_sampling() -> None:
+    """Work around two bugs of mbi 1.1.0's ``MarkovRandomField.synthetic_data`` (the sampler of MST and AIM).
+
+    smartnoise-synth 1.0.8 pins ``mbi<2``, and mbi 1.1.0's sampler (1) conditions each column on the
+    *measured* cliques instead of the junction tree's maximal cliques, and (2) in its default ``round``
+    method ranks the rows of each parent group by row position, so two children of the same parents get
+    spuriously comonotone values (on Adult at ε=1 MST's tvd2 came out 0.12, worse than independent
+    1-ways; relationship|hours-per-week alone 0.41). Both are fixed upstream (ryan112358/mbi#145, "Fix two
+    regressions in MarkovRandomField.synthetic_data()"). Here: the model is re-expressed over the maximal
+    cliques before sampling (fix 1) and the ``sample`` method (i.i.d. from the model's conditionals, no
+    ranks) replaces ``round`` (fix 2). Post-processing only: the privacy guarantee is unchanged.
+    """
+    from mbi import junction_tree
+    from mbi.markov_random_field import MarkovRandomField
+
+    original = MarkovRandomField.synthetic_data
+    if getattr(original, "bench_patched", False):
+        return
+
+    def synthetic_data(self: Any, rows: int | None = None, method: str = "sample") -> Any:
+        jtree, _ = junction_tree.make_junction_tree(self.domain, [set(c) for c in self.cliques])
+        maximal = [tuple(node) for node in jtree.nodes]
+        model = self.replace(potentials=self.potentials.expand(maximal))
+        return original(model, rows, method)
+
+    synthetic_data.bench_patched = True  # type: ignore[attr-defined]
+    MarkovRandomField.synthetic_data = synthetic_data
+
+
+def worker_snsynth(name: str, spec: Path, epsilon: float, delta: float, seed: int, out: Path) -> dict[str, Any]:
+    """smartnoise-synth MST or AIM on the public-domain codes (runs in .venv-bench)."""
+    import importlib.metadata as md
+
+    import numpy as np
+    import pandas as pd
+    import pyarrow.parquet as pq
+    from snsynth import Synthesizer
+    from snsynth.transform import LabelTransformer, TableTransformer
+
+    patch_mbi_sampling()
+    np.random.seed(seed)  # noqa: NPY002 -- mbi/snsynth selection and sampling use numpy's global generator; noise is OpenDP's
+    domain = public_domain(spec)
+    names = [d["name"] for d in domain]
+    real = real_table(spec, names)
+    codes = encode(real, domain)
+    frame = pd.DataFrame({n: codes[n] for n in names})
+    # The transformer is fitted on the public domain (every code of every column), never on the rows.
+    width = max(d["size"] for d in domain)
+    public = pd.DataFrame({d["name"]: np.arange(width) % d["size"] for d in domain})
+    transformer = TableTransformer([LabelTransformer(nullable=False) for _ in names])
+    transformer.fit(public)
+    assert transformer.cardinality == [d["size"] for d in domain], transformer.cardinality
+    synth = Synthesizer.create(name, epsilon=float(epsilon), delta=float(delta))
+    started = time.perf_counter()
+    synth.fit(frame, transformer=transformer)
+    fitted = time.perf_counter()
+    rows = synth.sample(real.num_rows)
+    sampled = time.perf_counter()
+    out_frame = pd.DataFrame(rows, columns=names) if not isinstance(rows, pd.DataFrame) else rows
+    out_frame.columns = names
+    table = decode({n: out_frame[n].to_numpy(dtype=np.int64) for n in names}, domain, seed)
+    pq.write_table(table, out)
+    return {"fit_s": fitted - started, "sample_s": sampled - fitted, "fit_sample_s": sampled - started,
+            "versions": {p: md.version(p) for p in ("smartnoise-synth", "mbi", "opendp", "jax")}}
+
+
+def worker_independent(spec: Path, epsilon: float, delta: float, seed: int, out: Path) -> dict[str, Any]:
+    """Independent noisy 1-ways (project venv, project mechanisms and secure noise)."""
+    from fractions import Fraction
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, str(ROOT))
+    from dp.budget import ZCDPBudget, budget_total
+    from dp.mechanisms import DiscreteGaussian
+    from dp.postprocess import project_simplex, round_preserving_sum
+    from dp.random import secure_noise, synthetic_generator
+
+    domain = public_domain(spec)
+    names = [d["name"] for d in domain]
+    real = real_table(spec, names)
+    started = time.perf_counter()
+    codes = encode(real, domain)
+    rho = budget_total("zcdp", Fraction(str(epsilon)), Fraction(str(delta))).rho  # type: ignore[union-attr]
+    mechanism = DiscreteGaussian(l2_sensitivity=1, budget=ZCDPBudget(rho / len(domain)))
+    noise = secure_noise()
+    noisy = {d["name"]: mechanism.sample(np.bincount(codes[d["name"]], minlength=d["size"]), noise)
+             for d in domain}
+    weights = {n: 1.0 / len(v) for n, v in noisy.items()}  # equal noise per cell: a sum's variance ∝ its cells
+    total = max(0, round(sum(weights[n] * float(v.sum()) for n, v in noisy.items()) / sum(weights.values())))
+    rng = synthetic_generator(seed)
+    synthetic = {}
+    for n, v in noisy.items():
+        counts = round_preserving_sum(project_simplex(v.astype(np.float64), float(total)), total)
+        synthetic[n] = rng.permutation(np.repeat(np.arange(len(counts)), counts))
+    table = decode(synthetic, domain, seed)
+    elapsed = time.perf_counter() - started
+    pq.write_table(table, out)
+    return {"fit_sample_s": elapsed, "rows": int(total), "sigma": mechanism.sigma()}
+
+
+def worker_bootstrap(spec: Path, seed: int, out: Path) -> dict[str, Any]:
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    real = real_table(spec)
+    started = time.perf_counter()
+    rng = np.random.default_rng(seed)  # not private: the floor
+    table = real.take(rng.integers(0, real.num_rows, real.num_rows))
+    elapsed = time.perf_counter() - started
+    pq.write_table(table, out)
+    return {"fit_sample_s": elapsed}
+
+
+def _quiet_prefect_context() -> None:
+    """Let the tasks' undecorated functions run outside a Prefect run (their only need is a logger)."""
+    import logging
+
+    import tasks.bounds
+    import tasks.ingest
+    import tasks.measure
+    import tasks.plan
+    import tasks.synthesize
+
+    logger = logging.getLogger("peers_adult")
+    for module in (tasks.plan, tasks.bounds, tasks.ingest, tasks.measure, tasks.synthesize):
+        if hasattr(module, "get_run_logger"):
+            module.get_run_logger = lambda: logger  # type: ignore[attr-defined]
+
+
+def worker_core_prepare(spec: Path, seed: int, work: Path) -> dict[str, Any]:
+    """Untimed: the release path up to the noisy measurements (plan, bounds, measurement); pickled."""
+    sys.path.insert(0, str(ROOT))
+    from flows.settings import configure
+
+    configure()
+    _quiet_prefect_context()
+    from tasks.bounds import find_bounds
+    from tasks.measure import measure_marginals
+    from tasks.plan import plan_budget
+    from tasks.staging import create_staging, staging_dir
+
+    ledger = str(work / "ledger.sqlite")
+    plan, _ = plan_budget.fn(str(spec), f"core-{seed}", ledger, seed)
+    staging = create_staging(staging_dir(work / "out", plan.dataset, plan.release_id))
+    bounds = find_bounds.fn(plan, ledger)
+    measured = measure_marginals.fn(plan, bounds, ledger, str(staging))
+    with (work / "measured.pickle").open("wb") as fh:
+        pickle.dump({"plan": plan, "bounds": bounds, "measured": measured, "staging": str(staging)}, fh)
+    return {}
+
+
+def dprelease_core(work: Path) -> dict[str, Any]:
+    """THE SYNTHESIS CORE ALONE: estimation + sampling on noisy measurements produced by the release path.
+
+    Runs the flow's own ``estimate_model`` and ``sample_synthetic`` task bodies (``.fn``, outside Prefect),
+    so it always benchmarks what the flow runs. Only these two calls are timed.
+    """
+    sys.path.insert(0, str(ROOT))
+    from flows.settings import configure
+
+    configure()
+    _quiet_prefect_context()
+    from tasks.synthesize import estimate_model, sample_synthetic
+
+    with (work / "measured.pickle").open("rb") as fh:
+        state = pickle.load(fh)
+    plan, bounds, measured, staging = state["plan"], state["bounds"], state["measured"], state["staging"]
+    started = time.perf_counter()
+    estimate = estimate_model.fn(plan, bounds, measured)
+    estimated = time.perf_counter()
+    synthesis = sample_synthetic.fn(plan, bounds, estimate, staging, "benchmark")
+    sampled = time.perf_counter()
+    shutil.copy(Path(staging) / synthesis.table_file, work / "synthetic.parquet")
+    return {"estimate_s": estimated - started, "sample_s": sampled - estimated, "fit_sample_s": sampled - started,
+            "rows": int(synthesis.rows)}
+
+
+def worker_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="peers_adult.py worker")
+    parser.add_argument("system")
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--delta", type=float, default=DELTA)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work", required=True)
+    args = parser.parse_args(argv)
+    spec, work = Path(args.spec), Path(args.work)
+    out = work / "synthetic.parquet"
+    if args.system in PEERS:
+        meta = worker_snsynth(args.system, spec, args.epsilon, args.delta, args.seed, out)
+    elif args.system == "independent":
+        meta = worker_independent(spec, args.epsilon, args.delta, args.seed, out)
+    elif args.system == "bootstrap":
+        meta = worker_bootstrap(spec, args.seed, out)
+    elif args.system == "core-prepare":
+        meta = worker_core_prepare(spec, args.seed, work)
+    elif args.system == "dprelease-core":
+        meta = dprelease_core(work)
+    else:
+        raise SystemExit(f"unknown worker {args.system}")
+    (work / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Driver (project venv)
+# --------------------------------------------------------------------------------------------------------------
+
+GNU_TIME = Path("/usr/bin/time")
+
+
+def run_measured(cmd: list[str], *, cwd: Path, env: dict[str, str], log: Path,
+                 timeout: float | None = None) -> dict[str, Any]:
+    """Run one command in its own process group; wall time, peak RSS and exit status.
+
+    Peak RSS comes from GNU time (``/usr/bin/time -f %M``), i.e. from ``wait4`` in a small C parent: on
+    Linux a child's ``ru_maxrss`` starts from the RSS of the process that forked it (the high-water mark
+    survives exec), so ``wait4`` straight from this driver (~270 MB, it holds the real table) would floor
+    every small run at the driver's size. Without GNU time, ``os.wait4`` here is the fallback.
+    """
+    rss_file = log.with_suffix(".rss")
+    if GNU_TIME.exists():
+        cmd = [str(GNU_TIME), "-f", "%M", "-o", str(rss_file), *cmd]
+    started = time.perf_counter()
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        timed_out = False
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if timeout is not None and time.perf_counter() - started > timeout:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)  # our own child's process group
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.2)
+    proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not try to reap it again
+    peak_kb = float(usage.ru_maxrss)
+    try:
+        peak_kb = float(rss_file.read_text(encoding="utf-8").strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"wall_s": time.perf_counter() - started, "peak_rss_mb": peak_kb / 1024.0,
+            "exit": proc.returncode, "timed_out": timed_out}
+
+
+def spec_at(source: Path, epsilon: float, seed: int, target: Path) -> Path:
+    """A copy of the spec (with its schema and data) whose budget is ε (cap and lifetime raised with it)."""
+    import yaml
+
+    doc = load_spec_doc(source)
+    original = float(doc["budget"]["epsilon"])
+    scale = epsilon / original
+    doc["budget"]["epsilon"] = epsilon
+    doc["budget"]["delta"] = DELTA
+    for key in ("release_cap", "lifetime_budget"):
+        if key in doc:
+            doc[key]["epsilon"] = max(float(doc[key]["epsilon"]), float(doc[key]["epsilon"]) * scale, epsilon)
+    doc["seed"] = seed
+    target.mkdir(parents=True, exist_ok=True)
+    for key in ("schema", "data"):
+        if not (target / doc[key]).exists():
+            (target / doc[key]).symlink_to((source.parent / doc[key]).resolve())
+    path = target / source.name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class Evaluator:
+    """The project's yardstick against the real table, loaded once."""
+
+    def __init__(self, spec: Path) -> None:
+        sys.path.insert(0, str(ROOT))
+        from schemas.model import load_spec
+        from tasks.ingest import read_table
+
+        loaded = load_spec(str(spec))
+        self.columns = list(loaded.schema.names)
+        self.real = read_table(loaded.data, self.columns)
+
+    def __call__(self, synthetic_file: Path) -> dict[str, Any]:
+        import pyarrow.parquet as pq
+
+        from dp.evaluation import utility
+
+        synthetic = pq.read_table(synthetic_file, columns=self.columns)
+        report = utility(self.real, synthetic, self.columns)
+        return {"tvd1": report.tvd1, "tvd2": report.tvd2, "tvd3": report.tvd3, "synthetic_rows": synthetic.num_rows}
+
+
+def run_one(system: str, spec: Path, epsilon: float, seed: int, tmp: Path, prefect_home: Path,
+            evaluate: Evaluator, aim_timeout: float) -> dict[str, Any]:
+    work = tmp / f"{system}-{epsilon:g}-{seed}"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    eps_spec = spec_at(spec, epsilon, seed, work / "spec")
+    env = dict(os.environ, PREFECT_HOME=str(prefect_home), DPRELEASE_HOME=str(work / "state"),
+               PYTHONHASHSEED="0")
+    env.pop("VIRTUAL_ENV", None)
+    row: dict[str, Any] = {"system": system, "spec": str(spec.relative_to(ROOT)) if spec.is_relative_to(ROOT)
+                           else str(spec), "epsilon": epsilon, "delta": DELTA, "seed": seed}
+    me = str(Path(__file__).resolve())
+    if system == "dprelease-flow":
+        cmd = [str(PROJECT_CLI), "release", str(eps_spec), "--out", str(work / "out"),
+               "--ledger", str(work / "ledger.sqlite"), "--release-id", f"bench-{epsilon:g}-{seed}"]
+        m = run_measured(cmd, cwd=work, env=env, log=work / "log.txt")
+    elif system == "dprelease-core":
+        prep = run_measured([str(PROJECT_PY), me, "worker", "core-prepare", "--spec", str(eps_spec),
+                             "--epsilon", str(epsilon), "--seed", str(seed), "--work", str(work)],
+                            cwd=work, env=env, log=work / "prepare-log.txt")
+        if prep["exit"] != 0:
+            row.update(status="failed", error=_tail(work / "prepare-log.txt"))
+            return row
+        row["prepare_wall_s"] = prep["wall_s"]
+        m = run_measured([str(PROJECT_PY), me, "worker", system, "--spec", str(eps_spec), "--epsilon", str(epsilon),
+                          "--seed", str(seed), "--work", str(work)], cwd=work, env=env, log=work / "log.txt")
+    else:
+        python = BENCH_PY if system in PEERS else PROJECT_PY
+        m = run_measured([str(python), me, "worker", system, "--spec", str(eps_spec), "--epsilon", str(epsilon),
+                          "--delta", str(DELTA), "--seed", str(seed), "--work", str(work)],
+                         cwd=work, env=env, log=work / "log.txt", timeout=aim_timeout if system == "aim" else None)
+    row.update(process_wall_s=m["wall_s"], peak_rss_mb=m["peak_rss_mb"])
+    if m["timed_out"]:
+        row.update(status="did not finish", timeout_s=aim_timeout)
+        return row
+    if m["exit"] != 0:
+        row.update(status="failed", exit=m["exit"], error=_tail(work / "log.txt"))
+        return row
+    if system == "dprelease-flow":
+        found = sorted((work / "out").glob("*/*/internal/utility.json"))
+        if not found:
+            row.update(status="failed", error="no internal/utility.json in the release\n" + _tail(work / "log.txt"))
+            return row
+        report = json.loads(found[0].read_text(encoding="utf-8"))
+        row.update(tvd1=report["tvd1"], tvd2=report["tvd2"], tvd3=report["tvd3"], time_s=m["wall_s"])
+        rows_file = sorted((found[0].parent.parent / "synthetic").glob("*.parquet"))
+        if rows_file:
+            import pyarrow.parquet as pq
+
+            row["synthetic_rows"] = pq.read_metadata(rows_file[0]).num_rows
+    else:
+        meta = json.loads((work / "meta.json").read_text(encoding="utf-8"))
+        row.update(meta)
+        row.update(evaluate(work / "synthetic.parquet"))
+        # The time the table reports: the whole process, except for the core (estimation + sampling only).
+        row["time_s"] = meta["fit_sample_s"] if system == "dprelease-core" else m["wall_s"]
+    row["status"] = "ok"
+    return row
+
+
+def load_rows() -> list[dict[str, Any]]:
+    if RESULTS.exists():
+        return list(json.loads(RESULTS.read_text(encoding="utf-8")).get("runs", []))
+    return []
+
+
+def save_rows(rows: list[dict[str, Any]]) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "benchmark": "benchmarks/peers_adult.py",
+        "machine": {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "yardstick": "dp.evaluation.utility (16 quantile bins, all 1-/2-way, 300 sampled 3-way marginals)",
+        "runs": rows,
+    }
+    tmp = RESULTS.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    tmp.replace(RESULTS)
+
+
+def merge(rows: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:
+    key = (new["system"], new["spec"], new["epsilon"], new["seed"])
+    return [r for r in rows if (r["system"], r["spec"], r["epsilon"], r["seed"]) != key] + [new]
+
+
+def _fmt(values: list[float], digits: int = 3) -> str:
+    if not values:
+        return "–"
+    mean = statistics.fmean(values)
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    order = {s: i for i, s in enumerate(SYSTEMS)}
+    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for r in rows:
+        name = r["system"] if r["spec"] == str(DEFAULT_SPEC.relative_to(ROOT)) or r["system"] not in (
+            "dprelease-flow", "dprelease-core") else f"{r['system']} [{Path(r['spec']).name}]"
+        groups.setdefault((name, r["system"], r["epsilon"]), []).append(r)
+    mst_time = {eps: statistics.fmean([r["time_s"] for r in rs if r["status"] == "ok"])
+                for (_, system, eps), rs in groups.items() if system == "mst" and any(r["status"] == "ok" for r in rs)}
+    mst_fit = {eps: statistics.fmean([r["fit_sample_s"] for r in rs if r["status"] == "ok"])
+               for (_, system, eps), rs in groups.items() if system == "mst" and any(r["status"] == "ok" for r in rs)}
+    lines = [
+        "| system | ε | runs | tvd1 | tvd2 | tvd3 | time s | × MST | fit+sample s | × MST fit+sample | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (name, _system, eps), rs in sorted(groups.items(), key=lambda kv: (kv[0][2], order.get(kv[0][1], 99),
+                                                                          kv[0][0])):
+        ok = [r for r in rs if r["status"] == "ok"]
+        bad = [r["status"] for r in rs if r["status"] != "ok"]
+        runs = f"{len(ok)}/{len(rs)}" + (f" ({', '.join(sorted(set(bad)))})" if bad else "")
+        if not ok:
+            lines.append(f"| {name} | {eps:g} | {runs} | – | – | – | – | – | – | – | "
+                         f"{_fmt([r['peak_rss_mb'] for r in rs if 'peak_rss_mb' in r], 0)} |")
+            continue
+        t = statistics.fmean([r["time_s"] for r in ok])
+        fits = [r["fit_sample_s"] for r in ok if r.get("fit_sample_s") is not None]
+        f = statistics.fmean(fits) if fits else None
+        ratio = f"{t / mst_time[eps]:.2f}" if eps in mst_time else "–"
+        fit_ratio = f"{f / mst_fit[eps]:.3f}" if f is not None and eps in mst_fit else "–"
+        lines.append(
+            f"| {name} | {eps:g} | {runs} | {_fmt([r['tvd1'] for r in ok])} | {_fmt([r['tvd2'] for r in ok])} | "
+            f"{_fmt([r['tvd3'] for r in ok if r['tvd3'] is not None])} | {t:.1f} | {ratio} | "
+            f"{f'{f:.2f}' if f is not None else '–'} | {fit_ratio} | {_fmt([r['peak_rss_mb'] for r in ok], 0)} |")
+    return "\n".join(lines)
+
+
+def warm_prefect(prefect_home: Path) -> None:
+    """Migrate the shared Prefect home's database once, so no flow run pays for it."""
+    env = dict(os.environ, PREFECT_HOME=str(prefect_home))
+    sys.path.insert(0, str(ROOT))
+    from flows.settings import DEFAULTS
+
+    for key, value in DEFAULTS.items():
+        env.setdefault(key, value)
+    subprocess.run([str(ROOT / ".venv" / "bin" / "prefect"), "server", "database", "upgrade", "-y"], env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker_main(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spec", default=str(DEFAULT_SPEC), help="release spec of the dprelease runs (and the "
+                        "schema/data every system uses)")
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.3, 1.0, 3.0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--aim-seeds", type=int, default=1, help="AIM runs the first N seeds only")
+    parser.add_argument("--aim-timeout", type=float, default=1800.0, help="seconds per AIM run")
+    parser.add_argument("--table", action="store_true", help="only print the table of the results file")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, synthetic tables)")
+    args = parser.parse_args()
+    if args.table:
+        print(table(load_rows()))
+        return
+    if any(s in PEERS for s in args.systems) and not BENCH_PY.exists():
+        raise SystemExit(f"{BENCH_PY} missing: run  bash benchmarks/setup_peers.sh")
+    spec = Path(args.spec).resolve()
+    tmp = Path(tempfile.mkdtemp(prefix="peers_adult-"))
+    print(f"work folder: {tmp}", flush=True)
+    try:
+        prefect_home = tmp / "prefect"
+        if "dprelease-flow" in args.systems:
+            warm_prefect(prefect_home)
+        evaluate = Evaluator(spec)
+        for epsilon in args.epsilons:
+            for seed in args.seeds:
+                for system in args.systems:
+                    if system == "aim" and seed not in args.seeds[: args.aim_seeds]:
+                        continue
+                    print(f"[{time.strftime('%H:%M:%S')}] {system} ε={epsilon:g} seed={seed} ...", flush=True)
+                    row = run_one(system, spec, epsilon, seed, tmp, prefect_home, evaluate, args.aim_timeout)
+                    save_rows(merge(load_rows(), row))
+                    summary = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
+                               if k in ("status", "tvd1", "tvd2", "tvd3", "time_s", "process_wall_s", "peak_rss_mb")}
+                    print(f"    {summary}" + (f"\n    {row.get('error', '')}" if row["status"] == "failed" else ""),
+                          flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print(table(load_rows()))
+
+
+if __name__ == "__main__":
+    main()
