@@ -191,7 +191,8 @@ class ReleaseSpec:
     Attributes:
         dataset: The ledger key: the population (not the file) whose lifetime budget is spent.
         schema: The table's schema.
-        data: Path of the Parquet file.
+        data: Path of the Parquet file, or of a folder of Parquet files (``*.parquet``, read in name
+            order) that all have the same Arrow schema.
         definition: ``pure`` (epsilon-DP, discrete Laplace) or ``zcdp`` (discrete Gaussian).
         epsilon: Declared epsilon of this release.
         delta: Declared delta (zCDP) or 0 (pure).
@@ -215,6 +216,8 @@ class ReleaseSpec:
             minimise the summed expected error) or ``equal``.
         seed: Public seed for synthetic sampling; None draws one (and records it).
         source: The spec file.
+        dask_address: ``dask: {address: ...}``: the scheduler of an existing Dask cluster on which
+            the counting map runs (the reduce and the noise stay in the flow), or None (in process).
     """
 
     dataset: str
@@ -238,6 +241,7 @@ class ReleaseSpec:
     auto_cliques: bool = False
     root: str | None = None
     clique_bins: int = 8
+    dask_address: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -594,7 +598,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     where = str(file)
     _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "release_cap", "allocation",
                        "two_way", "cliques", "root", "clique_bins", "hierarchy_split", "weighting", "seed",
-                       "description"},
+                       "description", "dask"},
           {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
     dataset = doc["dataset"]
     if not isinstance(dataset, str) or not _NAME.match(dataset):
@@ -704,12 +708,30 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     seed = doc.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise _fail(f"{where}: seed", "must be a non-negative whole number")
+    dask_address = _dask_address(f"{where}: dask", doc.get("dask"))
     return ReleaseSpec(
         dataset=dataset, schema=schema, data=data, definition=definition, epsilon=epsilon, delta=delta,
         budget=budget, lifetime=lifetime, release_cap=release_cap, lifetime_epsilon=life_epsilon, allocation=allocation,
         two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path, hierarchy_split=split,
         weighting=weighting, auto_pairs=auto, auto_cliques=auto_cliques, root=root, clique_bins=clique_bins,
+        dask_address=dask_address,
     )
+
+
+_DASK_ADDRESS = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s/]+$")
+
+
+def _dask_address(where: str, raw: Any) -> str | None:
+    """The scheduler address of ``dask: {address: tcp://host:port}``, or None when absent."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise _fail(where, "must be a mapping with an address (dask: {address: tcp://host:port})")
+    _keys(where, raw, {"address"}, {"address"})
+    address = raw["address"]
+    if not isinstance(address, str) or not _DASK_ADDRESS.match(address):
+        raise _fail(f"{where}.address", f"({address!r}) must be a scheduler address such as tcp://host:8786")
+    return address
 
 
 def _hierarchy_split(where: str, raw: Any, schema: TableSchema) -> dict[str, tuple[Fraction, ...]]:
@@ -745,6 +767,8 @@ def _budget(where: str, raw: Any) -> tuple[Definition, Fraction, Fraction, Budge
         raise _fail(where, "must be {epsilon: E} (pure DP) or {epsilon: E, delta: D} (zCDP)")
     _keys(where, raw, {"epsilon", "delta"}, {"epsilon"})
     try:
+        if isinstance(raw["epsilon"], str):  # a quoted number is a typo, not a budget
+            raise ParameterError(f"epsilon ({raw['epsilon']!r}) must be a number")
         epsilon = to_fraction(raw["epsilon"], "epsilon")
         if epsilon <= 0:
             raise ParameterError(f"epsilon ({float(epsilon):g}) must be positive")
