@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     rel.add_argument("--out", default="releases", help="output folder (default: ./releases)")
     rel.add_argument("--ledger", default=None, help="privacy ledger (default: ./.dprelease/ledger.sqlite)")
     rel.add_argument("--release-id", default=None, help="release id (default: a fresh one)")
+    rel.add_argument("--dask", default=None, metavar="ADDRESS",
+                     help="count row groups on the Dask cluster at this scheduler address (wins over the spec's dask)")
     plan = sub.add_parser("plan", help="print the budget plan of a spec without reading data")
     plan.add_argument("spec")
     plan.add_argument("--ledger", default=None, help="show the dataset's position in this ledger too")
@@ -55,7 +57,8 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     try:
-        target = release(spec=args.spec, out=args.out, ledger=_default_ledger(args.ledger), release_id=args.release_id)
+        target = release(spec=args.spec, out=args.out, ledger=_default_ledger(args.ledger), release_id=args.release_id,
+                         dask=args.dask)
     except BudgetExceededError as err:
         print(f"dprelease: refused: {err}", file=sys.stderr)
         return EXIT_FAIL
@@ -99,13 +102,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     from flows.check import junit_report
     from schemas.model import SchemaError, load_schema
     from schemas.validation import structural_problems, validate_table
-    from tasks.ingest import InputError, open_parquet, read_table
+    from tasks.ingest import InputError, dataset_schema, read_table
 
     data = Path(args.data)
     suite_name = f"{data.name} against {Path(args.schema).name}"
     try:
         schema = load_schema(args.schema)
-        problems = structural_problems(schema, open_parquet(data).schema_arrow)
+        problems = structural_problems(schema, dataset_schema(data))
     except (SchemaError, InputError) as err:
         if args.junit:
             stage = "schema" if isinstance(err, SchemaError) else "input"

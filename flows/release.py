@@ -36,6 +36,7 @@ def release(
     out: str = "releases",
     ledger: str = ".dprelease/ledger.sqlite",
     release_id: str | None = None,
+    dask: str | None = None,
 ) -> str:
     """Run one release described by ``spec``; returns the published release folder.
 
@@ -49,6 +50,8 @@ def release(
         out: Folder under which ``<dataset>/<release_id>/`` is published.
         ledger: Path of the privacy ledger (SQLite).
         release_id: Id of the release; a fresh one is made when omitted.
+        dask: Scheduler address of an existing Dask cluster for the counting map (wins over the
+            spec's ``dask.address``); None for the spec's setting or in process.
     """
     logger = get_run_logger()
     spec_path = str(Path(spec).resolve())
@@ -72,7 +75,7 @@ def release(
         inspect_table(plan)
         validate_table(plan, str(staging))
         bounds = find_bounds(plan, ledger_path)
-        measured = measure_marginals(plan, bounds, ledger_path, str(staging))
+        measured = measure_marginals(plan, bounds, ledger_path, str(staging), dask)
         estimate = estimate_model(plan, bounds, measured)
         synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"])
         write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging))

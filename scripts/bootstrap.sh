@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 stamp=.venv/.dprelease-installed
-want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.lock requirements-dask.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
@@ -15,5 +15,8 @@ echo "dprelease: setting up .venv (first run only; about a minute)..." >&2
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check "uv==0.13.9"
 .venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode -r requirements.lock
+# The dask extra (pyproject.toml), locked in requirements-dask.lock: it adds packages only, every version of
+# requirements.lock stays as it is (that file is compiled with requirements.lock as its constraints).
+.venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode -r requirements-dask.lock
 .venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode --no-deps --config-settings editable_mode=compat -e .
 echo "$want" > "$stamp"

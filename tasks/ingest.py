@@ -1,19 +1,30 @@
-"""Reading the sensitive table: structure first (no rows), then row groups for the map step."""
+"""Reading the sensitive table: structure first (no rows), then row groups for the map step.
+
+The table is one Parquet file or a folder of Parquet files (``*.parquet``, sorted by name) that
+all share one Arrow schema; its row groups, file by file, are the partitions of the map-reduce.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 
 from dp.contributions import BoundedRows, bound_contributions
+from dp.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
 from schemas.model import PrivacyUnit, TableSchema, load_spec
 from schemas.plan import ReleasePlan
 from schemas.validation import structural_problems
 from tasks import SENSITIVE
+
+RowGroupRef = tuple[str, int]
+"""One partition of the map: a Parquet file's path and the index of one of its row groups."""
 
 
 class InputError(ValueError):
@@ -30,20 +41,82 @@ def open_parquet(path: Path) -> pq.ParquetFile:
         raise InputError(f"{path.name}: not a readable Parquet file ({type(err).__name__})") from None
 
 
+def parquet_files(data: Path) -> list[Path]:
+    """The files of a dataset: ``data`` itself, or the ``*.parquet`` files of a folder sorted by name.
+
+    Raises:
+        InputError: If ``data`` is a folder without any ``*.parquet`` file.
+    """
+    if not data.is_dir():
+        return [data]
+    files = sorted((p for p in data.glob("*.parquet") if p.is_file()), key=lambda p: p.name)
+    if not files:
+        raise InputError(f"{data.name}: the folder holds no *.parquet file")
+    return files
+
+
+def _first_difference(expected: pa.Schema, found: pa.Schema) -> str:
+    """The first column (by position) where two Arrow schemas differ in name, type or nullability."""
+    for position in range(max(len(expected), len(found))):
+        if position >= len(found):
+            return expected.field(position).name
+        if position >= len(expected):
+            return found.field(position).name
+        mine, theirs = expected.field(position), found.field(position)
+        if mine.name != theirs.name or mine.type != theirs.type or mine.nullable != theirs.nullable:
+            return mine.name
+    return expected.field(0).name if len(expected) else "?"  # pragma: no cover - equal schemas
+
+
+def dataset_schema(data: Path) -> pa.Schema:
+    """The Arrow schema shared by every file of the dataset (metadata ignored).
+
+    Raises:
+        InputError: Naming the first file whose schema differs from the first file's, and the first
+            differing column (never a value).
+    """
+    files = parquet_files(data)
+    schema = open_parquet(files[0]).schema_arrow
+    for path in files[1:]:
+        other = open_parquet(path).schema_arrow
+        if not other.equals(schema, check_metadata=False):
+            raise InputError(f"{data.name}/{path.name}: column {_first_difference(schema, other)!r} does not match "
+                             f"{files[0].name} (every file of a dataset folder must have the same Arrow schema)")
+    return schema
+
+
 def check_structure(path: Path, schema: TableSchema) -> list[str]:
-    """Problems of the file's structure against the schema (column names and types only)."""
-    parquet = open_parquet(path)
-    return [str(p) for p in structural_problems(schema, parquet.schema_arrow)]
+    """Problems of the dataset's structure against the schema (column names and types only).
+
+    Raises:
+        InputError: If a file cannot be read or the files of a folder disagree in schema.
+    """
+    return [str(p) for p in structural_problems(schema, dataset_schema(path))]
+
+
+def row_group_refs(data: Path) -> list[RowGroupRef]:
+    """Every row group of the dataset, file by file, as (file path, row group index): the map's partitions."""
+    return [(str(path), index) for path in parquet_files(data) for index in range(open_parquet(path).num_row_groups)]
+
+
+def read_row_groups(refs: Sequence[RowGroupRef], columns: Sequence[str]) -> Iterator[pa.Table]:
+    """The referenced row groups, one table each, with only ``columns`` (checksums verified)."""
+    opened: dict[str, pq.ParquetFile] = {}
+    for file, index in refs:
+        path = Path(file)
+        if file not in opened:
+            opened.clear()  # refs come file by file: keep one file open at a time
+            opened[file] = open_parquet(path)
+        try:
+            yield opened[file].read_row_group(index, columns=list(columns))
+        except (pa.ArrowInvalid, OSError) as err:
+            raise InputError(f"{path.name}: row group {index} cannot be read ({type(err).__name__})") from None
 
 
 def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:
-    """The file's row groups, one table each, with only ``columns`` (the map step's input)."""
-    parquet = open_parquet(path)
-    for index in range(parquet.num_row_groups):
-        try:
-            yield parquet.read_row_group(index, columns=list(columns))
-        except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(f"{path.name}: row group {index} cannot be read ({type(err).__name__})") from None
+    """The dataset's row groups (every file's, in order), one table each, with only ``columns``."""
+    for file in parquet_files(path):
+        yield from read_row_groups([(str(file), i) for i in range(open_parquet(file).num_row_groups)], columns)
 
 
 def unit_row_groups(
@@ -61,7 +134,7 @@ def unit_row_groups(
     if bounded is None:
         ids = [batch.column(unit.id_column) for batch in row_groups(path, [unit.id_column])]
         chunks = [chunk for column in ids for chunk in column.chunks]
-        id_type = open_parquet(path).schema_arrow.field(unit.id_column).type
+        id_type = dataset_schema(path).field(unit.id_column).type
         bounded = bound_contributions(pa.chunked_array(chunks, type=id_type), unit.max_rows)
     keep_rows = bounded.keep
 
@@ -77,13 +150,35 @@ def unit_row_groups(
 
 def read_table(path: Path, columns: Sequence[str]) -> pa.Table:
     """The whole table with ``columns`` (used inside sensitive tasks only)."""
-    return pa.concat_tables(list(row_groups(path, columns))) if open_parquet(path).num_row_groups else \
-        open_parquet(path).schema_arrow.empty_table().select(list(columns))
+    groups = list(row_groups(path, columns))
+    return pa.concat_tables(groups) if groups else dataset_schema(path).empty_table().select(list(columns))
+
+
+def count_partition(
+    refs: Sequence[RowGroupRef],
+    domains: Sequence[ColumnDomain],
+    rules: Mapping[str, ColumnRule],
+    workload: Sequence[tuple[str, ...]],
+    maps: Mapping[str, npt.NDArray[np.integer[Any]]] | None = None,
+) -> tuple[dict[tuple[str, ...], IntArray], RowHandling]:
+    """The map: exact counts of the workload over some row groups, read here (row-level privacy only).
+
+    The same :func:`dp.marginals.count_all` as the in-process pass, over the referenced row groups.
+    """
+    return count_all(read_row_groups(refs, [d.name for d in domains]), domains, rules, workload, maps)
+
+
+count_row_groups = task(name="count_row_groups", **SENSITIVE)(count_partition)
+""":func:`count_partition` as a Prefect task for a remote task runner (e.g. Dask). It reads its own
+row groups by (file, index), so raw rows never cross a task boundary; it returns exact partial
+counts (raw aggregates), hence no retries, no cache, no persisted result."""
 
 
 @task(name="inspect_table", **SENSITIVE)
 def inspect_table(plan: ReleasePlan) -> None:
     """Check the file's columns and physical types against the schema before any noise is drawn.
+
+    With a dataset folder every file must have the same Arrow schema (checked here as well).
 
     Raises:
         InputError: Naming every structural problem (column and rule).

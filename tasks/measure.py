@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from prefect import get_run_logger, task
+from prefect.task_runners import TaskRunner
 
 from dp.accounting import Ledger, Measurement, ReleaseContext, measure
 from dp.budget import PureBudget, ZCDPBudget
 from dp.cliques import CONDITIONAL_L1_SENSITIVITY, candidate_triples, coarse_map, hub, select_cliques, tree_order
 from dp.contributions import BoundedRows
 from dp.hierarchy import NoisyLevel
-from dp.marginals import ColumnDomain, IntArray, NoisyMarginal, count_all
+from dp.marginals import ColumnDomain, ColumnRule, IntArray, NoisyMarginal, RowHandling, count_all
 from dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
 from dp.postprocess import consistent_counts, estimate_total
 from dp.random import secure_noise
 from dp.structure import independence_scores, select_spanning_tree
 from dp.svt import DiscoveredBounds
 from schemas.encoding import domains_for, rules_for
-from schemas.model import Hierarchy, TableSchema, load_spec
+from schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema, load_spec
 from schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
 from tasks import SENSITIVE
-from tasks.ingest import unit_row_groups
+from tasks.ingest import count_row_groups, row_group_refs, unit_row_groups
 from tasks.staging import write_internal
 
 
@@ -70,6 +75,70 @@ class Measured:
         return [m.columns for m in self.marginals if len(m.columns) == 2]
 
 
+@dataclass
+class Counter:
+    """Runs the counting passes of one measurement: the map per row group, the reduce by summing.
+
+    In process (no task runner) the map is :func:`dp.marginals.count_all` over the row groups as
+    they are read. With a task runner (a Dask cluster) each row group is counted by the
+    :func:`tasks.ingest.count_row_groups` task on the cluster, which reads it by (file, index), and
+    only the exact partial counts come back; they are summed here, in the measure task, before any
+    noise. Contribution bounding chooses rows across the whole table (a row-level keep mask that
+    must not leave this process), so with a privacy unit the map stays in process.
+
+    Attributes:
+        data: The dataset (a Parquet file or a folder of them).
+        unit: The privacy unit.
+        runner: A started task runner for the map, or None for in process.
+        bounded: The contribution bounding of the first pass, reused by the later ones.
+    """
+
+    data: Path
+    unit: PrivacyUnit
+    runner: TaskRunner[Any] | None = None
+    bounded: BoundedRows | None = None
+
+    def count(
+        self,
+        domains: Sequence[ColumnDomain],
+        rules: Mapping[str, ColumnRule],
+        workload: Sequence[tuple[str, ...]],
+        maps: Mapping[str, npt.NDArray[np.integer[Any]]] | None = None,
+    ) -> tuple[dict[tuple[str, ...], IntArray], RowHandling]:
+        """Exact counts of ``workload`` over every (bounded) row: one map-reduce pass."""
+        if self.runner is None or self.unit.id_column is not None:
+            batches, self.bounded = unit_row_groups(self.data, [d.name for d in domains], self.unit, self.bounded)
+            return count_all(batches, domains, rules, workload, maps)
+        futures = [self.runner.submit(count_row_groups, parameters={
+            "refs": [ref], "domains": list(domains), "rules": dict(rules), "workload": list(workload),
+            "maps": None if maps is None else dict(maps)}) for ref in row_group_refs(self.data)]
+        totals, handling = count_all([], domains, rules, workload, maps)  # zeros of the right shapes
+        for future in futures:
+            part, part_handling = future.result()
+            for columns, counts in part.items():
+                totals[columns] += counts
+            handling.add(part_handling)
+        return totals, handling
+
+
+@contextmanager
+def map_runner(address: str | None) -> Iterator[TaskRunner[Any] | None]:
+    """A started Dask task runner connected to the cluster at ``address``, or None (in process).
+
+    Raises:
+        RuntimeError: If an address is given but the ``dask`` extra (prefect-dask) is not installed.
+    """
+    if address is None:
+        yield None
+        return
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError as err:
+        raise RuntimeError("dask: a scheduler address needs the dask extra (pip install 'dprelease[dask]')") from err
+    with DaskTaskRunner(address=address) as runner:
+        yield runner
+
+
 def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray:
     """Exact counts of a hierarchy level (1 = top) summed up from the exact counts of its leaf codes."""
     counts = np.asarray(leaves, dtype=np.int64)
@@ -81,23 +150,39 @@ def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray
 
 
 @task(name="measure_marginals", **SENSITIVE)
-def measure_marginals(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str, staging: str) -> Measured:
+def measure_marginals(
+    plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str, staging: str, dask: str | None = None
+) -> Measured:
     """Charge the ledger and measure every planned marginal and hierarchy level; one noise call each.
 
     Every count comes from one map-reduce pass over the row groups, with the same row-level
     handling, so the hierarchy levels and the marginals describe the same rows. With
     ``two_way: auto`` the 2-way marginals are chosen after the 1-ways are measured: a spanning
     tree grown by the exponential mechanism (charged per round), scored against the noisy 1-ways.
+    With a Dask scheduler address (``dask``, else the spec's ``dask.address``) the map of every
+    pass runs on that cluster (:class:`Counter`); the reduce and every noise draw stay here.
     """
     spec = load_spec(plan.spec_path)
+    address = dask or spec.dask_address
+    with map_runner(address) as runner:
+        if address is not None:
+            get_run_logger().info("counting row groups on the Dask cluster at %s%s", address,
+                                  " (in process: contribution bounding)" if spec.schema.privacy_unit.id_column else "")
+        return _measure(plan, spec, bounds, ledger_path, staging, Counter(spec.data, spec.schema.privacy_unit, runner))
+
+
+def _measure(
+    plan: ReleasePlan, spec: ReleaseSpec, bounds: list[DiscoveredBounds], ledger_path: str, staging: str,
+    counter: Counter,
+) -> Measured:
     domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
     by_name = {d.name: d for d in domains}
     hierarchies = {h.name: h for h in spec.schema.hierarchies}
     candidates = list(plan.selection.candidates) if plan.selection is not None else []
     workload = list(dict.fromkeys([*(m.columns for m in plan.measurements), *candidates]))
-    batches, bounded = unit_row_groups(spec.data, [d.name for d in domains], spec.schema.privacy_unit)
+    exact, handling = counter.count(domains, rules_for(spec.schema), workload)
+    bounded = counter.bounded
     sensitivity = unit_sensitivity(bounded)
-    exact, handling = count_all(batches, domains, rules_for(spec.schema), workload)
     internal = dict(handling.__dict__)
     if bounded is not None:
         internal["contribution_bounding"] = {"max_rows_per_id": bounded.l1_sensitivity,
@@ -141,8 +226,8 @@ def measure_marginals(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_
             later = plan_pairs(plan, spec, chosen) + later
         junction: _Junction | None = None
         if plan.cliques is not None:
-            junction = _measure_junction(plan.cliques, spec.data, spec.schema, domains, marginals, context,
-                                         bounded, sensitivity)
+            junction = _measure_junction(plan.cliques, counter, spec.schema, domains, marginals, context,
+                                         sensitivity)
         for planned in later:
             draw(planned)
     exact.clear()
@@ -161,12 +246,11 @@ _Junction = tuple[list[NoisyMarginal], list[Measurement], dict[str, IntArray], l
 
 def _measure_junction(
     planned: PlannedCliques,
-    data: Path,
+    counter: Counter,
     schema: TableSchema,
     domains: list[ColumnDomain],
     one_way: list[NoisyMarginal],
     context: ReleaseContext,
-    bounded: BoundedRows | None,
     sensitivity: int,
 ) -> _Junction:
     """Choose a degree-2 junction tree privately and measure its cliques (``cliques: auto``).
@@ -177,8 +261,8 @@ def _measure_junction(
     3. From the root (public, or the tree's hub), a second parent for each column by the exponential
        mechanism on the conditional-L1 score (sensitivity below 4 per row): :mod:`dp.cliques`.
     4. Each clique measured in coarse codes (a histogram: sensitivity 1 per row).
-    Two more map-reduce passes over the row groups (pairs, then candidate triples), on the same
-    bounded rows as the 1-ways.
+    Two more map-reduce passes over the row groups (pairs, then candidate triples), through the same
+    ``counter`` (on a cluster if it has one), on the same bounded rows as the 1-ways.
     """
     names = [d.name for d in domains]
     sizes = {d.name: d.size for d in domains}
@@ -190,8 +274,7 @@ def _measure_junction(
     coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else sizes[n] for n in names}
     coarse_distributions = {n: np.bincount(maps[n], weights=distributions[n], minlength=coarse_sizes[n])
                             if n in maps else distributions[n] for n in names}
-    batches, _ = unit_row_groups(data, names, schema.privacy_unit, bounded)
-    pairs, _ = count_all(batches, domains, rules, list(planned.candidates), maps)
+    pairs, _ = counter.count(domains, rules, list(planned.candidates), maps)
     scores = independence_scores(pairs, coarse_distributions, total)
     tree, tree_records = select_spanning_tree(names, list(planned.candidates), scores, planned.tree_budget, context,
                                               score_sensitivity=sensitivity)
@@ -199,8 +282,7 @@ def _measure_junction(
     records = list(tree_records)
     triples: dict[tuple[str, ...], IntArray] = {}
     if planned.parent_budget is not None:
-        batches, _ = unit_row_groups(data, names, schema.privacy_unit, bounded)
-        triples, _ = count_all(batches, domains, rules, candidate_triples(order), maps)
+        triples, _ = counter.count(domains, rules, candidate_triples(order), maps)
         cliques, parent_records = select_cliques(order, triples, coarse_sizes, planned.parent_budget, context,
                                                  score_sensitivity=CONDITIONAL_L1_SENSITIVITY * sensitivity)
         records += parent_records

@@ -1,0 +1,92 @@
+"""The counting map on a Dask cluster (prefect-dask): same exact counts, same release, noise in the flow.
+
+Needs the ``dask`` extra (``pip install '.[dask]'``); skipped without it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+pytest.importorskip("prefect_dask")
+distributed = pytest.importorskip("distributed")
+
+from dp.accounting import Ledger  # noqa: E402
+from schemas.encoding import domains_for, rules_for  # noqa: E402
+from schemas.model import load_spec  # noqa: E402
+from tasks.ingest import row_group_refs  # noqa: E402
+from tasks.measure import Counter, map_runner  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+BOUNDS = {"fnlwgt": (10_000.0, 1_500_000.0), "capital-gain": (0.0, 100_000.0), "capital-loss": (0.0, 4_000.0)}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as local:
+        yield local
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> Path:
+    """The Adult example as a folder of 3 files in row groups of 5000 rows (9 partitions), with a bogus
+    spec-level scheduler address that the CLI option must override."""
+    folder = tmp_path_factory.mktemp("dask") / "example"
+    (folder / "adult").mkdir(parents=True)
+    shutil.copy(ADULT / "schema.yaml", folder / "schema.yaml")
+    table = pq.read_table(ADULT / "adult.parquet")
+    size = -(-table.num_rows // 3)
+    for i in range(3):
+        pq.write_table(table.slice(i * size, size), folder / "adult" / f"part-{i}.parquet", row_group_size=5000)
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc.update(data="adult", dask={"address": "tcp://127.0.0.1:9"})
+    (folder / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return folder / "release.yaml"
+
+
+def test_the_map_on_the_cluster_gives_the_in_process_exact_counts(prefect_harness, cluster, example):
+    spec = load_spec(example)
+    assert spec.dask_address == "tcp://127.0.0.1:9"
+    domains = domains_for(spec.schema, BOUNDS)
+    names = [d.name for d in domains]
+    rules = rules_for(spec.schema)
+    workload = [(n,) for n in names] + [(names[0], names[1]), (names[3], names[0], names[5])]
+    by_name = {d.name: d for d in domains}
+    maps = {names[0]: np.arange(by_name[names[0]].size) // 4}  # a coarse map, as in the cliques' passes
+    assert len(row_group_refs(spec.data)) == 9
+    local, local_handling = Counter(spec.data, spec.schema.privacy_unit).count(domains, rules, workload, maps)
+    with distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
+        with map_runner(cluster.scheduler_address) as runner:
+            remote, remote_handling = Counter(spec.data, spec.schema.privacy_unit, runner).count(
+                domains, rules, workload, maps)
+    workers = {record["worker"] for record in stream.data}
+    assert len(stream.data) >= 9 and workers <= set(cluster.scheduler_info["workers"])
+    assert remote.keys() == local.keys()
+    for columns in workload:
+        np.testing.assert_array_equal(remote[columns], local[columns])
+    assert remote_handling == local_handling and remote_handling.rows_in == 32561
+
+
+def test_a_release_with_the_cli_dask_option_completes(prefect_harness, cluster, example, tmp_path, capsys):
+    from flows.cli import main
+
+    ledger = tmp_path / "ledger.sqlite"
+    with distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
+        code = main(["release", str(example), "--out", str(tmp_path / "out"), "--ledger", str(ledger),
+                     "--release-id", "r-dask", "--dask", cluster.scheduler_address])
+    assert code == 0, capsys.readouterr().err
+    # three passes of cliques: auto (1-ways, coarse pairs, coarse triples), 9 row groups each
+    assert len(stream.data) >= 27
+    target = tmp_path / "out" / "us-cps-1994-adult" / "r-dask"
+    assert pq.read_metadata(target / "synthetic" / "adult.parquet").num_rows > 30_000
+    assert json.loads((target / "internal" / "row_handling.json").read_text())["rows_in"] == 32561
+    with Ledger.open(ledger) as book:
+        assert book.release_status("r-dask") == "published"
+        assert book.status("us-cps-1994-adult").reserved == 0

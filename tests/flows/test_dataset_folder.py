@@ -1,0 +1,101 @@
+"""A dataset folder (``data:`` naming a folder of Parquet files) released like one file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from dp.accounting import Ledger
+from tasks.ingest import InputError, check_structure, dataset_schema, read_table, row_group_refs
+
+pytestmark = pytest.mark.e2e
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+DATASET = "us-cps-1994-adult"
+
+
+def _split(table: pa.Table, folder: Path, parts: int = 3) -> list[Path]:
+    folder.mkdir()
+    size = -(-table.num_rows // parts)
+    files = []
+    for i in range(parts):
+        files.append(folder / f"part-{i}.parquet")
+        pq.write_table(table.slice(i * size, size), files[-1], row_group_size=5000)
+    return files
+
+
+def _example(tmp: Path, table: pa.Table) -> tuple[Path, Path]:
+    """A copy of the Adult example whose ``data:`` is a folder of 3 files of ``table``."""
+    folder = tmp / "example"
+    folder.mkdir()
+    shutil.copy(ADULT / "schema.yaml", folder / "schema.yaml")
+    _split(table, folder / "adult")
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc["data"] = "adult"
+    (folder / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return folder / "release.yaml", folder / "adult"
+
+
+def test_a_folder_reads_as_its_files_in_name_order(tmp_path):
+    table = pq.read_table(ADULT / "adult.parquet")
+    _split(table, tmp_path / "d")
+    assert [Path(f).name for f, _ in row_group_refs(tmp_path / "d")][:1] == ["part-0.parquet"]
+    assert len(row_group_refs(tmp_path / "d")) == 3 * 3  # 10854 rows per file in row groups of 5000
+    assert read_table(tmp_path / "d", ["age", "workclass"]).equals(table.select(["age", "workclass"]))
+
+
+def test_files_that_disagree_in_schema_are_named_with_the_first_differing_column(tmp_path):
+    table = pq.read_table(ADULT / "adult.parquet")
+    files = _split(table, tmp_path / "d")
+    odd = pq.read_table(files[1])
+    odd = odd.set_column(odd.column_names.index("hours-per-week"), "hours-per-week",
+                         odd.column("hours-per-week").cast(pa.float64()))
+    pq.write_table(odd, files[1])
+    with pytest.raises(InputError) as info:
+        dataset_schema(tmp_path / "d")
+    assert "part-1.parquet" in str(info.value) and "'hours-per-week'" in str(info.value)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match=r"no \*\.parquet file"):
+        check_structure(empty, None)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def folder_release(prefect_harness, tmp_path_factory):
+    from flows.release import release
+
+    tmp = tmp_path_factory.mktemp("folder")
+    spec, _ = _example(tmp, pq.read_table(ADULT / "adult.parquet"))
+    target = release(spec=str(spec), out=str(tmp / "out"), ledger=str(tmp / "ledger.sqlite"), release_id="r-folder")
+    return Path(target)
+
+
+def test_a_release_of_adult_split_into_three_files(folder_release):
+    table = pq.read_table(folder_release / "synthetic" / "adult.parquet")
+    assert table.num_rows > 30_000
+    fingerprint = json.loads((folder_release / "internal" / "input.json").read_text())
+    assert fingerprint["folder"] == "adult" and fingerprint["rows"] == 32561
+    assert [f["file"] for f in fingerprint["files"]] == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
+    handling = json.loads((folder_release / "internal" / "row_handling.json").read_text())
+    assert handling["rows_in"] == 32561
+
+
+def test_a_folder_whose_files_disagree_is_refused_before_any_noise(prefect_harness, tmp_path):
+    from flows.release import release
+
+    spec, folder = _example(tmp_path, pq.read_table(ADULT / "adult.parquet"))
+    odd = pq.read_table(folder / "part-2.parquet").drop_columns(["education"])
+    pq.write_table(odd, folder / "part-2.parquet")
+    ledger = tmp_path / "ledger.sqlite"
+    with pytest.raises(InputError) as info:
+        release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(ledger), release_id="r-odd")
+    assert "part-2.parquet" in str(info.value) and "education" in str(info.value)
+    with Ledger.open(ledger) as book:
+        assert book.charges() == []
+        assert book.release_status("r-odd") == "failed"
+        assert book.status(DATASET).reserved == 0
