@@ -27,7 +27,8 @@ real values are all equal (or all null) is compared by equality.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import secrets
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -279,7 +280,13 @@ def _check_sample(sample: int) -> None:
 
 
 def closest_record_distances(
-    real: pa.Table, synthetic: pa.Table, columns: Sequence[str], *, sample: int = 2000, seed: int = 0
+    real: pa.Table,
+    synthetic: pa.Table,
+    columns: Sequence[str],
+    *,
+    sample: int = 2000,
+    seed: int = 0,
+    random_bytes: Callable[[int], bytes] = secrets.token_bytes,
 ) -> DCRReport:
     """Distance to closest record of sampled synthetic rows, against a real-to-real baseline.
 
@@ -293,7 +300,9 @@ def closest_record_distances(
         synthetic: The synthetic table.
         columns: The columns compared.
         sample: How many rows of each table to sample (without replacement).
-        seed: Seed of the sampling generator (evaluation only).
+        seed: Seed of the generator that samples *synthetic* rows.
+        random_bytes: The secure source that samples *real* rows: a seeded generator never
+            chooses among sensitive rows (tests may pass a deterministic source).
 
     Returns:
         Medians and 5th percentiles of both distance sets, and the share of synthetic rows closer
@@ -307,9 +316,10 @@ def closest_record_distances(
     _check_sample(sample)
     _check_rows(real, "real", 2)
     _check_rows(synthetic, "synthetic")
-    chooser = np.random.default_rng(seed)  # evaluation only: sampling rows for the internal risk report
+    chooser = np.random.default_rng(seed)  # evaluation only: sampling synthetic rows for the internal risk report
     syn_rows = np.sort(chooser.choice(synthetic.num_rows, size=min(sample, synthetic.num_rows), replace=False))
-    real_rows = np.sort(chooser.choice(real.num_rows, size=min(sample, real.num_rows), replace=False))
+    keys = np.frombuffer(random_bytes(8 * real.num_rows), dtype=np.uint64)
+    real_rows = np.sort(np.argsort(keys, kind="stable")[: min(sample, real.num_rows)])
     encoded = _gower_columns(real, synthetic, names)
     to_real = _nearest(encoded.synthetic_features[syn_rows], encoded.synthetic_codes[syn_rows], encoded)
     baseline = _nearest(
@@ -485,6 +495,7 @@ def disclosure_risk(
     numeric_bins: Mapping[str, Sequence[float]] | None = None,
     sample: int = 2000,
     seed: int = 0,
+    random_bytes: Callable[[int], bytes] = secrets.token_bytes,
 ) -> RiskReport:
     """All disclosure-risk checks of ``synthetic`` against ``real``.
 
@@ -495,7 +506,8 @@ def disclosure_risk(
         quasi_identifiers: The columns of the k-anonymity check.
         numeric_bins: Optional bin edges per numeric quasi-identifier.
         sample: Rows of each table sampled for DCR.
-        seed: Seed of the DCR sampling.
+        seed: Seed of the DCR sampling of synthetic rows.
+        random_bytes: The secure source of the DCR sampling of real rows.
 
     Returns:
         The bundled report.
@@ -505,6 +517,6 @@ def disclosure_risk(
     """
     return RiskReport(
         exact_match_share=exact_match_share(real, synthetic, columns),
-        dcr=closest_record_distances(real, synthetic, columns, sample=sample, seed=seed),
+        dcr=closest_record_distances(real, synthetic, columns, sample=sample, seed=seed, random_bytes=random_bytes),
         k_anonymity=k_anonymity_comparison(real, synthetic, quasi_identifiers, numeric_bins),
     )

@@ -110,8 +110,13 @@ def test_dcr_sampling_is_seeded_and_capped():
     rng = np.random.default_rng(5)
     real = pa.table({"x": rng.normal(size=300), "c": rng.choice(["a", "b", "c"], 300)})
     synthetic = pa.table({"x": rng.normal(size=200), "c": rng.choice(["a", "b", "c"], 200)})
-    first = closest_record_distances(real, synthetic, ["x", "c"], sample=50, seed=7)
-    assert first == closest_record_distances(real, synthetic, ["x", "c"], sample=50, seed=7)
+    fixed = np.random.default_rng(1).integers(0, 256, size=8 * 300, dtype=np.uint8).tobytes()
+
+    def source(size):
+        return fixed[:size]
+
+    first = closest_record_distances(real, synthetic, ["x", "c"], sample=50, seed=7, random_bytes=source)
+    assert first == closest_record_distances(real, synthetic, ["x", "c"], sample=50, seed=7, random_bytes=source)
     assert (first.synthetic_sample, first.real_sample) == (50, 50)
     everything = closest_record_distances(real, synthetic, ["x", "c"], sample=10_000)
     assert (everything.synthetic_sample, everything.real_sample) == (200, 300)
@@ -342,3 +347,22 @@ def test_adult_canary_never_reaches_the_report(adult):
     report = disclosure_risk(real, synthetic, real.column_names, ADULT_QIS, numeric_bins=AGE_BANDS, sample=500)
     text = json.dumps(report.to_dict())
     assert "CANARY_Q9" not in text and "United-States" not in text
+
+
+def test_real_rows_for_the_dcr_are_chosen_by_the_secure_source(monkeypatch):
+    import secrets
+
+    import dp.risk
+
+    calls = []
+
+    def spy(size):
+        calls.append(size)
+        return secrets.token_bytes(size)
+
+    monkeypatch.setattr(dp.risk.closest_record_distances, "__kwdefaults__",
+                        {**dp.risk.closest_record_distances.__kwdefaults__, "random_bytes": spy})
+    rng = np.random.default_rng(5)
+    real = pa.table({"x": rng.normal(size=300)})
+    closest_record_distances(real, pa.table({"x": rng.normal(size=20)}), ["x"], sample=50)
+    assert calls == [8 * 300]  # one secure key per real row; no seeded generator chooses among them
