@@ -63,8 +63,9 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(f"dprelease: refused: {err}", file=sys.stderr)
         return EXIT_FAIL
     print(f"\nRelease published in {time.monotonic() - started:.1f} s: {target}")
-    for name in ("synthetic", "marginals", "audit.md", "audit.json", "manifest.json", "internal"):
-        suffix = "   (steward only)" if name == "internal" else ""
+    for name in ("synthetic", "marginals", "audit.html", "audit.md", "audit.json", "manifest.json", "internal"):
+        suffix = {"audit.html": "   (the privacy audit report: open it in a browser)",
+                  "internal": "   (steward only)"}.get(name, "")
         print(f"  {Path(target) / name}{suffix}")
     return EXIT_PASS
 
