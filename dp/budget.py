@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, overload
 
+import numpy as np
+
 from dp.errors import ParameterError
 
 Definition = Literal["pure", "zcdp"]
@@ -35,6 +37,38 @@ Definition = Literal["pure", "zcdp"]
 # Decimal's ln/sqrt, so directed rounding at _SIGNIFICANT digits is always on the safe side.
 _PRECISION = 60
 _SIGNIFICANT = 15
+
+
+def float_at_least(x: Fraction) -> float:
+    """The smallest double >= x: a noise scale rounded towards more noise.
+
+    >>> float_at_least(Fraction(1, 3)) >= Fraction(1, 3)
+    True
+    """
+    f = float(x)
+    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
+
+
+def positive_number(value: object, name: str, owner: str) -> Fraction:
+    """A positive, finite int / Fraction / float as an exact fraction (floats rounded upwards).
+
+    A float is read both as its exact binary value and as the decimal the user wrote; the larger
+    one is kept, so a sensitivity is never understated.
+
+    Raises:
+        ParameterError: Naming ``owner`` and ``name``, if the value is not a positive finite number.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | Fraction | float | np.integer | np.floating):
+        raise ParameterError(f"{owner}: {name} ({value!r}) must be a positive number")
+    if isinstance(value, float | np.floating):
+        if not math.isfinite(value):
+            raise ParameterError(f"{owner}: {name} ({value}) must be finite")
+        exact = max(Fraction(float(value)), Fraction(repr(float(value))))
+    else:
+        exact = Fraction(int(value)) if isinstance(value, np.integer) else Fraction(value)
+    if exact <= 0:
+        raise ParameterError(f"{owner}: {name} ({value}) must be positive")
+    return exact
 
 
 def to_fraction(value: object, name: str) -> Fraction:

@@ -23,17 +23,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp.budget import PureBudget, ZCDPBudget
+from dp.budget import PureBudget, ZCDPBudget, float_at_least
 from dp.errors import ParameterError
 from dp.random import IntArray, NoiseSource, opendp_gaussian, opendp_laplace
 
 _MAX_ULP_STEPS = 10_000
 
 
-def _float_at_least(x: Fraction) -> float:
-    """The smallest double >= x."""
-    f = float(x)
-    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
 def _check_sensitivity(value: object, name: str, owner: str) -> int:
@@ -69,7 +65,7 @@ class DiscreteLaplace:
         )
         if not isinstance(self.budget, PureBudget):
             raise ParameterError("DiscreteLaplace: budget must be a PureBudget (epsilon)")
-        scale = _float_at_least(Fraction(self.l1_sensitivity) / self.budget.epsilon)
+        scale = float_at_least(Fraction(self.l1_sensitivity) / self.budget.epsilon)
         for _ in range(_MAX_ULP_STEPS):
             if self._loss_at(scale) <= self.budget.epsilon:
                 break
@@ -138,7 +134,7 @@ class DiscreteGaussian:
         ctx = decimal.Context(prec=40, rounding=decimal.ROUND_CEILING)
         variance = Fraction(self.l2_sensitivity**2) / (2 * self.budget.rho)
         root = ctx.sqrt(ctx.divide(decimal.Decimal(variance.numerator), decimal.Decimal(variance.denominator)))
-        sigma = _float_at_least(Fraction(root))
+        sigma = float_at_least(Fraction(root))
         for _ in range(_MAX_ULP_STEPS):
             if self._loss_at(sigma) <= self.budget.rho:
                 break

@@ -57,7 +57,7 @@ import numpy.typing as npt
 import opendp.prelude as odp
 
 from dp.accounting import Measurement, ReleaseContext, charge, replay, seal
-from dp.budget import PureBudget
+from dp.budget import PureBudget, float_at_least, positive_number
 from dp.errors import InternalError, ParameterError
 from dp.random import IntArray, NoiseSource
 
@@ -73,29 +73,8 @@ _PF_CHUNK = 1 << 22  # doubles per block of the permute-and-flip quadrature
 # Validation helpers
 
 
-def _float_at_least(x: Fraction) -> float:
-    """The smallest double >= x."""
-    f = float(x)
-    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
-def _positive_number(value: object, name: str, owner: str) -> Fraction:
-    """A positive, finite int / Fraction / float as an exact fraction (floats rounded upwards).
-
-    A float is read both as its exact binary value and as the decimal the user wrote; the larger
-    one is kept, so a sensitivity is never understated.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | Fraction | float | np.integer | np.floating):
-        raise ParameterError(f"{owner}: {name} ({value!r}) must be a positive number")
-    if isinstance(value, float | np.floating):
-        if not math.isfinite(value):
-            raise ParameterError(f"{owner}: {name} ({value}) must be finite")
-        exact = max(Fraction(float(value)), Fraction(repr(float(value))))
-    else:
-        exact = Fraction(int(value)) if isinstance(value, np.integer) else Fraction(value)
-    if exact <= 0:
-        raise ParameterError(f"{owner}: {name} ({value}) must be positive")
-    return exact
 
 
 def _positive_integer(value: object, name: str, owner: str) -> int:
@@ -257,10 +236,10 @@ class ExponentialMechanism:
     name = "exponential mechanism (Gumbel report-noisy-max)"
 
     def __post_init__(self) -> None:
-        sensitivity = _positive_number(self.score_sensitivity, "score_sensitivity", "ExponentialMechanism")
+        sensitivity = positive_number(self.score_sensitivity, "score_sensitivity", "ExponentialMechanism")
         object.__setattr__(self, "score_sensitivity", sensitivity)
         _check_budget(self.budget, "ExponentialMechanism")
-        object.__setattr__(self, "_scale", _float_at_least(2 * sensitivity / self.budget.epsilon))
+        object.__setattr__(self, "_scale", float_at_least(2 * sensitivity / self.budget.epsilon))
 
     def scale(self) -> float:
         """The Gumbel noise scale actually used, >= 2Δu / epsilon."""
@@ -321,10 +300,10 @@ class PermuteAndFlip:
     name = "permute-and-flip (exponential report-noisy-max)"
 
     def __post_init__(self) -> None:
-        sensitivity = _positive_number(self.score_sensitivity, "score_sensitivity", "PermuteAndFlip")
+        sensitivity = positive_number(self.score_sensitivity, "score_sensitivity", "PermuteAndFlip")
         object.__setattr__(self, "score_sensitivity", sensitivity)
         _check_budget(self.budget, "PermuteAndFlip")
-        object.__setattr__(self, "_scale", _float_at_least(2 * sensitivity / self.budget.epsilon))
+        object.__setattr__(self, "_scale", float_at_least(2 * sensitivity / self.budget.epsilon))
 
     def scale(self) -> float:
         """The exponential noise scale (its mean) actually used, >= 2Δu / epsilon."""
@@ -411,7 +390,7 @@ class ReportNoisyMax:
         sensitivity = _positive_integer(self.l1_sensitivity, "l1_sensitivity", "ReportNoisyMax")
         object.__setattr__(self, "l1_sensitivity", sensitivity)
         _check_budget(self.budget, "ReportNoisyMax")
-        object.__setattr__(self, "_scale", _float_at_least(2 * Fraction(sensitivity) / self.budget.epsilon))
+        object.__setattr__(self, "_scale", float_at_least(2 * Fraction(sensitivity) / self.budget.epsilon))
 
     def scale(self) -> float:
         """The discrete Laplace scale actually used, >= 2Δ / epsilon."""

@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp.accounting import Measurement, ReleaseContext, charge, measure, replay, seal
-from dp.budget import PureBudget
+from dp.budget import PureBudget, float_at_least
 from dp.errors import ParameterError
 from dp.mechanisms import DiscreteLaplace
 from dp.random import IntArray, NoiseSource
@@ -52,9 +52,6 @@ from dp.random import IntArray, NoiseSource
 FloatArray = npt.NDArray[np.float64]
 
 
-def _float_at_least(x: Fraction) -> float:
-    f = float(x)
-    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
 @dataclass(frozen=True)
@@ -84,8 +81,8 @@ class AboveThreshold:
         if not isinstance(self.budget, PureBudget):
             raise ParameterError("AboveThreshold: budget must be a PureBudget (epsilon)")
         delta_q = Fraction(self.l1_sensitivity)
-        object.__setattr__(self, "_threshold_scale", _float_at_least(2 * delta_q / self.budget.epsilon))
-        object.__setattr__(self, "_query_scale", _float_at_least(4 * delta_q / self.budget.epsilon))
+        object.__setattr__(self, "_threshold_scale", float_at_least(2 * delta_q / self.budget.epsilon))
+        object.__setattr__(self, "_query_scale", float_at_least(4 * delta_q / self.budget.epsilon))
 
     def threshold_scale(self) -> float:
         """Scale of the threshold noise, >= 2Δ/ε."""
@@ -618,7 +615,7 @@ class MonotoneAboveThreshold(AboveThreshold):
     def __post_init__(self) -> None:
         super().__post_init__()
         # Both noises get half the budget: scale Δ / (ε/2) = 2Δ/ε each, rounded up.
-        query_scale = _float_at_least(2 * Fraction(self.l1_sensitivity) / self.budget.epsilon)
+        query_scale = float_at_least(2 * Fraction(self.l1_sensitivity) / self.budget.epsilon)
         object.__setattr__(self, "_query_scale", query_scale)
 
     def sensitivity_text(self) -> str:

@@ -26,7 +26,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import ApproxBudget, PureBudget
+from dp.budget import ApproxBudget, PureBudget, float_at_least, positive_number
 from dp.errors import ParameterError
 
 FloatArray = npt.NDArray[np.float64]
@@ -36,24 +36,8 @@ _SIGNIFICANT = 15
 _MAX_ULP_STEPS = 10_000
 
 
-def _float_at_least(x: Fraction) -> float:
-    f = float(x)
-    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
-def _positive_number(value: object, name: str, owner: str) -> Fraction:
-    """A positive, finite number as an exact fraction; a float is read upwards (see dp.selection)."""
-    if isinstance(value, bool) or not isinstance(value, int | Fraction | float | np.integer | np.floating):
-        raise ParameterError(f"{owner}: {name} ({value!r}) must be a positive number")
-    if isinstance(value, float | np.floating):
-        if not math.isfinite(value):
-            raise ParameterError(f"{owner}: {name} ({value}) must be finite")
-        exact = max(Fraction(float(value)), Fraction(repr(float(value))))
-    else:
-        exact = Fraction(int(value)) if isinstance(value, np.integer) else Fraction(value)
-    if exact <= 0:
-        raise ParameterError(f"{owner}: {name} ({value}) must be positive")
-    return exact
 
 
 def _decimal(x: Fraction) -> decimal.Decimal:
@@ -96,11 +80,11 @@ class Laplace:
     name = "Laplace (continuous; teaching only)"
 
     def __post_init__(self) -> None:
-        sensitivity = _positive_number(self.l1_sensitivity, "l1_sensitivity", "Laplace")
+        sensitivity = positive_number(self.l1_sensitivity, "l1_sensitivity", "Laplace")
         object.__setattr__(self, "l1_sensitivity", sensitivity)
         if not isinstance(self.budget, PureBudget):
             raise ParameterError(f"Laplace: budget ({self.budget!r}) must be a PureBudget (epsilon)")
-        object.__setattr__(self, "_scale", _float_at_least(sensitivity / self.budget.epsilon))
+        object.__setattr__(self, "_scale", float_at_least(sensitivity / self.budget.epsilon))
 
     def scale(self) -> float:
         """The noise scale used, the smallest double >= l1_sensitivity / epsilon."""
@@ -145,7 +129,7 @@ class Gaussian:
     name = "Gaussian (continuous; teaching only)"
 
     def __post_init__(self) -> None:
-        sensitivity = _positive_number(self.l2_sensitivity, "l2_sensitivity", "Gaussian")
+        sensitivity = positive_number(self.l2_sensitivity, "l2_sensitivity", "Gaussian")
         object.__setattr__(self, "l2_sensitivity", sensitivity)
         budget = self.budget
         if not isinstance(budget, ApproxBudget):
@@ -158,7 +142,7 @@ class Gaussian:
         if budget.delta <= 0:
             raise ParameterError(f"Gaussian: delta ({float(budget.delta):g}) must be positive")
         exact = _gaussian_constant(sensitivity, budget.delta) / _decimal(budget.epsilon)
-        sigma = _float_at_least(_round_up(exact))
+        sigma = float_at_least(_round_up(exact))
         for _ in range(_MAX_ULP_STEPS):
             if self._epsilon_at(sigma) <= budget.epsilon:
                 break
