@@ -8,9 +8,9 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from schemas.model import load_schema
-from schemas.validation import validate_table
+from schemas.validation import validate_batches
 from tasks import SENSITIVE
-from tasks.ingest import check_structure, read_table
+from tasks.ingest import check_structure, dataset_schema, row_groups
 
 
 def junit_report(suite_name: str, cases: list[tuple[str, str, str | None, bool]]) -> bytes:
@@ -49,7 +49,8 @@ def validate_quality(schema_path: str, data_path: str) -> list[str]:
     problems = check_structure(Path(data_path), schema)
     if problems:
         return problems
-    return validate_table(read_table(Path(data_path), schema.names), schema).failed_rules()
+    data = Path(data_path)
+    return validate_batches(row_groups(data, schema.names), schema, dataset_schema(data)).failed_rules()
 
 
 # The parameters are not called ``schema`` and ``data``: a parameter named ``schema`` shadows a

@@ -102,8 +102,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     """
     from flows.check import junit_report
     from schemas.model import SchemaError, load_schema
-    from schemas.validation import structural_problems, validate_table
-    from tasks.ingest import InputError, dataset_schema, read_table
+    from schemas.validation import structural_problems, validate_batches
+    from tasks.ingest import InputError, dataset_schema, row_groups
 
     data = Path(args.data)
     suite_name = f"{data.name} against {Path(args.schema).name}"
@@ -127,7 +127,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         failed = [str(p) for p in problems]
     else:
         try:
-            report = validate_table(read_table(data, schema.names), schema)
+            report = validate_batches(row_groups(data, schema.names), schema, dataset_schema(data))
         except InputError as err:  # a row group that cannot be read: the file, not the data, is bad
             if args.junit:
                 Path(args.junit).write_bytes(junit_report(suite_name, [("input", "must be readable", str(err), True)]))

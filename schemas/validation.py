@@ -20,11 +20,13 @@ from __future__ import annotations
 import logging
 import sys
 from collections import Counter
-from collections.abc import Collection
-from dataclasses import asdict, dataclass, field
+from collections.abc import Collection, Iterable
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dp.errors import InternalError
 from schemas.model import Column, TableSchema
@@ -41,6 +43,7 @@ __all__ = [
     "ValidationReport",
     "build_suite",
     "structural_problems",
+    "validate_batches",
     "validate_table",
 ]
 
@@ -56,6 +59,7 @@ _FINITE = sys.float_info.max
 _INTEGER_DTYPE_NAMES = (
     "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype",
     "UInt8Dtype", "UInt16Dtype", "UInt32Dtype", "UInt64Dtype",
+    "int64",  # numpy int64: an Arrow integer column without nulls (see _fast_array)
 )
 
 
@@ -296,14 +300,44 @@ def _canonical(chunked: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
     return chunked
 
 
+def _fast_array(chunked: pa.ChunkedArray, column: Column) -> Any:
+    """A column as GE's vectorised paths want it, or None when only the exact slow path is safe.
+
+    GE's between check is vectorised only for numpy ``int``/``float`` dtypes (otherwise it calls
+    a Python function per value), and its null, in-set and type checks are fastest on numpy and
+    categorical data. Conversions that would change a result are not made: an integer column
+    with nulls stays a masked ``Int64`` (numpy has no null integer), a float column holding a NaN
+    stays an ``ArrowDtype`` (numpy would make the NaN a null, and a NaN must fail the bounds check).
+    """
+    import pandas as pd
+
+    if column.type == "category":
+        encoded = pc.dictionary_encode(chunked.cast(pa.string())).combine_chunks()
+        return pd.Categorical.from_codes(
+            np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64),
+            categories=pd.Index(encoded.dictionary.to_pylist(), dtype=object))
+    if pa.types.is_integer(chunked.type):
+        if chunked.null_count or chunked.type == pa.uint64():
+            return None
+        return np.asarray(chunked.to_numpy(), dtype=np.int64)
+    if pa.types.is_floating(chunked.type):
+        values = chunked.cast(pa.float64())
+        if pc.any(pc.is_nan(values)).as_py():
+            return None
+        return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)  # a null becomes NaN
+    return None
+
+
 def _dataframe(table: pa.Table, schema: TableSchema, checkable: Collection[str]) -> pd.DataFrame:
     """The frame GE sees: checkable columns converted; other present ones as empty placeholders.
 
-    Integers become pandas masked dtypes (``Int64``...), so nulls do not turn them into float64;
-    strings and floats become ``ArrowDtype`` (a float NaN stays distinct from a null, and so
-    fails a bounds check instead of passing as missing). A column that is present but unsound
-    (wrong type, duplicated) gets an all-null object placeholder so that GE's column-exists check
-    reflects the file; its values are never checked or converted.
+    Checkable columns take GE's vectorised paths where that is exact (:func:`_fast_array`):
+    categories as pandas categoricals, integers without nulls as int64, floats without NaN as
+    float64. Otherwise integers become pandas masked dtypes (``Int64``...), so nulls do not turn
+    them into float64, and floats stay ``ArrowDtype`` (a float NaN stays distinct from a null,
+    and so fails a bounds check instead of passing as missing). A column that is present but
+    unsound (wrong type, duplicated) gets an all-null object placeholder so that GE's
+    column-exists check reflects the file; its values are never checked or converted.
     """
     import pandas as pd
 
@@ -316,15 +350,21 @@ def _dataframe(table: pa.Table, schema: TableSchema, checkable: Collection[str])
     def dtype_for(arrow_type: pa.DataType) -> Any:
         return masked.get(arrow_type) or pd.ArrowDtype(arrow_type)
 
-    names = [c.name for c in schema.columns if c.name in checkable]
-    arrays = [_canonical(table[name], schema.column(name)) for name in names]
-    frame = pa.table(arrays, names=names).to_pandas(types_mapper=dtype_for) if names else \
-        pd.DataFrame(index=pd.RangeIndex(table.num_rows))
+    index = pd.RangeIndex(table.num_rows)
+    columns: dict[str, Any] = {}
     present = set(table.column_names)
     for column in schema.columns:
-        if column.name in present and column.name not in checkable:
-            frame[column.name] = pd.Series([None] * table.num_rows, index=frame.index, dtype=object)
-    return frame
+        if column.name in checkable:
+            chunked = table[column.name]
+            fast = _fast_array(chunked, column)
+            if fast is not None:
+                columns[column.name] = pd.Series(fast, index=index, copy=False)
+            else:
+                slow = pa.table([_canonical(chunked, column)], names=[column.name])
+                columns[column.name] = slow.to_pandas(types_mapper=dtype_for)[column.name]
+        elif column.name in present:
+            columns[column.name] = pd.Series([None] * table.num_rows, index=index, dtype=object)
+    return pd.DataFrame(columns, index=index)
 
 
 def _count(result: dict[str, Any], key: str) -> int | None:
@@ -373,12 +413,15 @@ def _outcomes(suite: gx.ExpectationSuite, results: ExpectationSuiteValidationRes
     return outcomes
 
 
+BATCH_ROWS = 1_000_000
+"""Rows GE validates at once: an in-memory table is cut into slices of this many rows, so GE's
+frames (and its copies of them) stay bounded whatever the table's size."""
+
+
 def validate_table(table: pa.Table, schema: TableSchema) -> ValidationReport:
     """Validate a table against its schema: structure, then a Great Expectations suite.
 
-    The suite (:func:`build_suite`) runs in a fresh ephemeral Data Context on a pandas frame of
-    the structurally sound columns; a missing or mistyped column is reported, not fatal. Results
-    are requested without value lists and reduced to :class:`ExpectationOutcome` records.
+    The table is validated in slices of :data:`BATCH_ROWS` rows (:func:`validate_batches`).
 
     Args:
         table: The sensitive table (extra columns are ignored).
@@ -387,7 +430,30 @@ def validate_table(table: pa.Table, schema: TableSchema) -> ValidationReport:
     Returns:
         The report; ``success`` is False when any structural check or expectation fails.
     """
-    structural = structural_problems(schema, table.schema)
+    slices = (table.slice(start, BATCH_ROWS) for start in range(0, table.num_rows, BATCH_ROWS))
+    return validate_batches(slices, schema, table.schema)
+
+
+def validate_batches(batches: Iterable[pa.Table], schema: TableSchema, arrow_schema: pa.Schema) -> ValidationReport:
+    """Validate a table given batch by batch (e.g. its Parquet row groups); memory stays per batch.
+
+    Structure is checked once against ``arrow_schema``. The suite (:func:`build_suite`) then runs
+    in one fresh ephemeral Data Context on a pandas frame of each batch's structurally sound
+    columns (a missing or mistyped column is reported, not fatal), and the outcomes are merged:
+    a check succeeds when it succeeds on every batch; its counts are the sums over the batches,
+    so the report is the one a single batch of the whole table would give. A table without rows
+    is validated as one empty batch. Results are requested without value lists and reduced to
+    :class:`ExpectationOutcome` records.
+
+    Args:
+        batches: The table's rows, batch by batch, every batch with ``arrow_schema``.
+        schema: The table schema.
+        arrow_schema: The Arrow schema of every batch.
+
+    Returns:
+        The report; ``success`` is False when any structural check or expectation fails.
+    """
+    structural = structural_problems(schema, arrow_schema)
     unsound = {p.column for p in structural}
     checkable = {c.name for c in schema.columns} - unsound
 
@@ -403,6 +469,29 @@ def validate_table(table: pa.Table, schema: TableSchema) -> ValidationReport:
         .add_batch_definition_whole_dataframe("whole-table")
     )
     suite = build_suite(schema, checkable=checkable)
-    batch = batch_definition.get_batch(batch_parameters={"dataframe": _dataframe(table, schema, checkable)})
-    results = batch.validate(suite, result_format=dict(RESULT_FORMAT))
-    return ValidationReport(schema.table, structural, _outcomes(suite, results))
+    merged: list[ExpectationOutcome] | None = None
+    for table in batches:
+        if table.num_rows == 0 and merged is not None:
+            continue
+        batch = batch_definition.get_batch(batch_parameters={"dataframe": _dataframe(table, schema, checkable)})
+        outcomes = _outcomes(suite, batch.validate(suite, result_format=dict(RESULT_FORMAT)))
+        merged = outcomes if merged is None else _merge(merged, outcomes)
+    if merged is None:
+        empty = arrow_schema.empty_table()
+        batch = batch_definition.get_batch(batch_parameters={"dataframe": _dataframe(empty, schema, checkable)})
+        merged = _outcomes(suite, batch.validate(suite, result_format=dict(RESULT_FORMAT)))
+    return ValidationReport(schema.table, structural, merged)
+
+
+def _sum(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+def _merge(first: list[ExpectationOutcome], second: list[ExpectationOutcome]) -> list[ExpectationOutcome]:
+    """Outcomes of two batches (same suite, same order) as one: all must pass; counts add up."""
+    if [(o.expectation_type, o.column) for o in first] != [(o.expectation_type, o.column) for o in second]:
+        raise InternalError("Great Expectations returned different checks for two batches of one table")
+    return [replace(a, success=a.success and b.success, errored=a.errored or b.errored,
+                    element_count=_sum(a.element_count, b.element_count),
+                    unexpected_count=_sum(a.unexpected_count, b.unexpected_count))
+            for a, b in zip(first, second, strict=True)]

@@ -9,9 +9,9 @@ from prefect import get_run_logger, task
 
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
-from schemas.validation import validate_table as run_expectations
+from schemas.validation import validate_batches as run_expectations
 from tasks import SENSITIVE
-from tasks.ingest import read_table
+from tasks.ingest import dataset_schema, row_groups
 from tasks.staging import write_internal
 
 
@@ -19,11 +19,12 @@ from tasks.staging import write_internal
 def validate_table(plan: ReleasePlan, staging: str) -> None:
     """Validate the table against the schema's expectation suite; write the steward-only result.
 
+    The table is validated row group by row group, so memory stays at one row group's frame.
+
     Row-level failures do not stop a release (they are handled row by row when counting, and a
     failure would itself reveal something about single rows); they are recorded internally.
     """
     spec = load_spec(plan.spec_path)
-    table = read_table(spec.data, spec.schema.names)
-    report = run_expectations(table, spec.schema)
+    report = run_expectations(row_groups(spec.data, spec.schema.names), spec.schema, dataset_schema(spec.data))
     write_internal(Path(staging), "validation.json", json.dumps(report.to_dict(), indent=2, default=str))
     get_run_logger().info("validation of %s finished; results are in the internal report", spec.data.name)

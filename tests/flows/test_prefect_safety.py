@@ -160,8 +160,9 @@ def broken_estimate(*args, **kwargs):
     raise RuntimeError("injected failure in estimate_model (stage raised after measuring)")
 
 
-def broken_expectations(table, schema):
-    rows = table.num_rows  # the raw table is a local of this frame when it raises
+def broken_expectations(batches, schema, arrow_schema):
+    table = next(iter(batches))
+    rows = table.num_rows  # a raw row group is a local of this frame when it raises
     raise RuntimeError(f"injected failure inside the validation task ({rows > 0})")
 
 

@@ -299,7 +299,10 @@ def test_a_check_ge_cannot_evaluate_is_a_failure_without_its_message(monkeypatch
     def strings_for_hours(chunked, column):   # simulate a conversion bug: numbers arrive as text
         return chunked.cast(pa.string()) if column.name == "hours" else original(chunked, column)
 
+    fast = validation._fast_array
     monkeypatch.setattr(validation, "_canonical", strings_for_hours)
+    monkeypatch.setattr(validation, "_fast_array", lambda chunked, column: None if column.name == "hours"
+                        else fast(chunked, column))
     report = validate_table(_good(hours=pa.array([1.0, 2.0, 98765.4321])), SCHEMA)
     failed = _failed(report)
     outcome = failed["hours", "expect_column_values_to_be_between"]
@@ -307,3 +310,56 @@ def test_a_check_ge_cannot_evaluate_is_a_failure_without_its_message(monkeypatch
     assert report.failed_rules() == [
         "column 'hours': values must be between 0 and 99.5 (the check could not be evaluated)"]
     assert "98765" not in json.dumps(report.to_dict())
+
+
+# ---------------------------------------------------------------------------------------------
+# Batches and GE's fast paths give the report of the whole table
+
+
+def _mixed_failures() -> pa.Table:
+    """Failures of every kind, spread over the rows, with nulls, NaN and out-of-domain values."""
+    rows = 40
+    return pa.table({
+        "age": pa.array([16 if i % 7 == 0 else 30 + i for i in range(rows)], pa.int64()),
+        "hours": pa.array([float("nan") if i % 11 == 0 else (120.0 if i % 5 == 0 else 40.0) for i in range(rows)]),
+        "sex": pa.array([None if i % 13 == 0 else ("Other" if i % 3 == 0 else "Male") for i in range(rows)]),
+        "work": pa.array([None if i % 2 else ("Unknown" if i % 4 == 0 else "Private") for i in range(rows)]),
+        "children": pa.array([None if i % 6 == 0 else (25 if i % 9 == 0 else 1) for i in range(rows)], pa.int32()),
+        "weight": pa.array([None if i % 8 == 0 else float(i) for i in range(rows)]),
+    })
+
+
+def test_batches_give_the_whole_tables_report(monkeypatch):
+    import schemas.validation as validation
+
+    table = _mixed_failures()
+    whole = validate_table(table, SCHEMA)
+    assert not whole.success
+    assert {e.column for e in whole.expectations if not e.success} == {"age", "hours", "sex", "work", "children"}
+    batched = validation.validate_batches([table.slice(0, 7), table.slice(7, 0), table.slice(7, 33)],
+                                          SCHEMA, table.schema)
+    assert batched == whole
+    monkeypatch.setattr(validation, "BATCH_ROWS", 3)
+    assert validate_table(table, SCHEMA) == whole
+
+
+def test_fast_paths_give_the_exact_slow_paths_report(monkeypatch):
+    import schemas.validation as validation
+
+    table = _mixed_failures().set_column(5, "weight", pa.array([None if i % 8 == 0 else float(i) for i in range(40)]))
+    fast = validate_table(table, SCHEMA)
+    assert validation._fast_array(table["sex"], SCHEMA.column("sex")) is not None
+    assert validation._fast_array(table["age"], SCHEMA.column("age")) is not None
+    assert validation._fast_array(table["children"], SCHEMA.column("children")) is None  # nulls: masked Int32
+    assert validation._fast_array(table["hours"], SCHEMA.column("hours")) is None        # NaN: ArrowDtype
+    assert validation._fast_array(table["weight"], SCHEMA.column("weight")) is not None  # nulls but no NaN
+    monkeypatch.setattr(validation, "_fast_array", lambda chunked, column: None)
+    assert validate_table(table, SCHEMA) == fast
+
+
+def test_empty_batches_are_one_empty_table():
+    import schemas.validation as validation
+
+    table = _good()
+    report = validation.validate_batches(iter(()), SCHEMA, table.schema)
+    assert report.success and report == validate_table(table.slice(0, 0), SCHEMA)
