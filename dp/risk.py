@@ -28,7 +28,7 @@ real values are all equal (or all null) is compared by equality.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,14 +128,18 @@ def _row_keys(columns: Sequence[tuple[IntArray, int]], rows: int) -> IntArray:
     return key
 
 
-def exact_match_share(real: pa.Table, synthetic: pa.Table, columns: Sequence[str]) -> float:
+def exact_match_share(
+    real: pa.Table | Iterable[pa.Table | pa.RecordBatch], synthetic: pa.Table, columns: Sequence[str]
+) -> float:
     """Share of synthetic rows identical to at least one real row on ``columns``.
 
     Rows are compared through exact per-column codes (nulls equal to nulls, NaN as null) combined
-    into one integer key per row, so the cost is a few sorts, not a pairwise comparison.
+    into one integer key per row, so the cost is a few sorts, not a pairwise comparison. The real
+    table may come batch by batch (e.g. its Parquet row groups): each synthetic row is compared
+    with every real row of every batch, and memory stays at one batch.
 
     Args:
-        real: The raw table.
+        real: The raw table, or its batches (each with ``columns``).
         synthetic: The synthetic table; it must hold ``columns`` with compatible types.
         columns: The columns compared.
 
@@ -145,11 +149,22 @@ def exact_match_share(real: pa.Table, synthetic: pa.Table, columns: Sequence[str
     Raises:
         ParameterError: A column is missing or of incompatible types, or ``synthetic`` is empty.
     """
-    names = _check_columns(columns, {"real": real, "synthetic": synthetic})
-    _check_rows(synthetic, "synthetic")
-    coded = [_exact_codes(real.column(c), synthetic.column(c), c) for c in names]
-    keys = _row_keys(coded, real.num_rows + synthetic.num_rows)
-    return float(np.isin(keys[real.num_rows:], keys[: real.num_rows]).mean())
+    batches = [real] if isinstance(real, pa.Table) else real
+    names: list[str] | None = None
+    matched: BoolArray | None = None
+    for part in batches:
+        batch = pa.Table.from_batches([part]) if isinstance(part, pa.RecordBatch) else part
+        names = _check_columns(columns, {"real": batch, "synthetic": synthetic})
+        _check_rows(synthetic, "synthetic")
+        coded = [_exact_codes(batch.column(c), synthetic.column(c), c) for c in names]
+        keys = _row_keys(coded, batch.num_rows + synthetic.num_rows)
+        found = np.isin(keys[batch.num_rows:], keys[: batch.num_rows])
+        matched = found if matched is None else matched | found
+    if matched is None:  # no batch at all: no real row to match
+        _check_columns(columns, {"synthetic": synthetic})
+        _check_rows(synthetic, "synthetic")
+        return 0.0
+    return float(matched.mean())
 
 
 @dataclass(frozen=True)

@@ -932,6 +932,13 @@ def render_internal_html(
     ]) + "</div>"
     banner = ('<div class="banner">Internal — for the data steward only. Computed from the raw table: never publish '
               "this page or the figures on it.</div>")
+    evaluated = utility.get("evaluated") or {}
+    if evaluated and (evaluated.get("real_rows_evaluated") != evaluated.get("real_rows")
+                      or evaluated.get("synthetic_rows_evaluated") != evaluated.get("synthetic_rows")):
+        cards += ('<p class="small">Computed on samples: '
+                  f"{_esc(evaluated.get('real_rows_evaluated'))} of {_esc(evaluated.get('real_rows'))} real rows and "
+                  f"{_esc(evaluated.get('synthetic_rows_evaluated'))} of {_esc(evaluated.get('synthetic_rows'))} "
+                  "synthetic rows, chosen uniformly at random (real rows by the secure source).</p>")
     sections = []
     explain = ("Total variation distance between the real and the synthetic distribution of each marginal: "
                "½ Σ |p − q|, 0 when identical, 1 when disjoint. Numeric columns are binned.")
@@ -1023,4 +1030,11 @@ def _risk_section(risk: Mapping[str, Any]) -> str:
             "synthetic rows come to real ones compared with how close real rows come to each other, and how "
             "small the groups sharing the same quasi-identifiers are. These are checks, not guarantees; the "
             "guarantee is the differential privacy of the release.")
+    evaluated = risk.get("evaluated") or {}
+    if evaluated.get("real_rows_evaluated") != evaluated.get("real_rows"):
+        cards += ('<p class="small">At this size the checks run on samples: exact matches of '
+                  f"{_esc(evaluated.get('exact_match', '–'))}; distances to the nearest of "
+                  f"{_esc(evaluated.get('dcr_reference_rows', '–'))} real rows sampled uniformly; k-anonymity of "
+                  f"samples of {_esc(evaluated.get('real_rows_evaluated', '–'))} rows of each table (a class of "
+                  "the real sample is never larger than in the whole table).</p>")
     return _section("risk", "Disclosure risk", cards + dist + table, _esc(lead))
