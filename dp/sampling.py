@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dp.errors import InternalError
 from dp.estimation import TreeModel
@@ -115,11 +116,14 @@ def decode(
         if column.derived_from is None or column.mapping is None:
             raise InternalError(f"output column {column.name!r} has neither a domain nor a derivation")
         source = decoded[column.derived_from]
-        values = [None if v is None else column.mapping[v] for v in source.to_pylist()]
+        keys = list(column.mapping)
         arrow_type = pa.int64() if column.type == "int" else pa.float64()
-        arrays[column.name] = pa.array(
-            [None if v is None else (int(v) if column.type == "int" else float(v)) for v in values], type=arrow_type
-        )
+        mapped = pa.array([int(column.mapping[k]) if column.type == "int" else float(column.mapping[k]) for k in keys],
+                          type=arrow_type)
+        position = pc.index_in(source, value_set=pa.array(keys, type=pa.string()))  # null for a null source
+        if position.null_count != source.null_count:
+            raise InternalError(f"derived column {column.name!r}: a source category has no mapping")
+        arrays[column.name] = mapped.take(position)
     table = pa.table({c.name: arrays[c.name] for c in columns})
     if table.num_rows != rows:
         raise InternalError("decoded table has the wrong number of rows")
@@ -133,8 +137,7 @@ def _decode_column(code: IntArray, column: OutputColumn, rng: np.random.Generato
     inner = np.where(null, 0, code)
     if domain.kind == "category":
         labels = pa.array(domain.categories, type=pa.string())
-        taken = labels.take(pa.array(inner))
-        return pa.array(taken.to_pylist(), type=pa.string(), mask=null) if null.any() else taken
+        return labels.take(pa.array(inner, mask=null if null.any() else None))  # a null index takes a null
     edges = np.asarray(domain.edges, dtype=np.float64)
     low, high = edges[inner], edges[inner + 1]
     if domain.kind == "int":
@@ -162,16 +165,107 @@ def systematic_draw(probabilities: npt.NDArray[np.float64], n: int, rng: np.rand
     return rng.permutation(out)
 
 
+def _stable_order(keys: IntArray, groups: int) -> IntArray:
+    """Row numbers sorted by key, stably.
+
+    A radix sort when the keys fit in 16 bits (numpy's stable sort of narrow integers), so sorting
+    10M rows takes a fraction of a second.
+    """
+    narrow = keys.astype(np.uint16) if groups <= 1 << 16 else keys
+    return np.argsort(narrow, kind="stable").astype(np.int64)
+
+
+def _alias_tables(weights: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], IntArray]:
+    """Walker's alias tables of every row of ``weights`` (Vose's construction), for O(1) draws.
+
+    A draw from row g: pick a column j uniformly; keep it with probability ``keep[g, j]``, else
+    take ``alias[g, j]``. Each column's probability is exactly its weight's share of the row (up
+    to float rounding).
+    """
+    groups, width = weights.shape
+    keep = np.ones((groups, width), dtype=np.float64)
+    alias = np.tile(np.arange(width, dtype=np.int64), (groups, 1))
+    scaled = weights * (width / weights.sum(axis=1, keepdims=True))
+    for g in range(groups):
+        row = scaled[g].tolist()
+        small = [j for j, x in enumerate(row) if x < 1.0]
+        large = [j for j, x in enumerate(row) if x >= 1.0]
+        while small and large:
+            j, k = small.pop(), large[-1]
+            keep[g, j], alias[g, j] = row[j], k
+            row[k] -= 1.0 - row[j]
+            if row[k] < 1.0:
+                small.append(large.pop())
+    return keep, alias
+
+
+SYSTEMATIC_ROWS = 2_000_000
+"""Tables of up to this many rows are sampled systematically within each group of parent values;
+larger ones by independent draws. Systematic sampling keeps every group's counts within one of
+their expectation, which matters at Adult's size (on 32,561 rows it lowers tvd1 from 0.0045 to
+0.0012 without noise) but needs a fresh random order of all rows per column; above a few million
+rows independent draws are within a fraction of a percent of the expectation in every group that
+matters to a marginal, and take one pass instead of a shuffle."""
+
+
 def _group_draw(keys: IntArray, table: npt.NDArray[np.float64], rng: np.random.Generator) -> IntArray:
-    """For each row, a code drawn from ``table[key]``, systematically within each group of equal keys."""
-    out = np.empty(len(keys), dtype=np.int64)
-    order = np.argsort(keys, kind="stable")
+    """For each row, a code drawn from ``table[key]``: systematically within each group of equal keys.
+
+    The same draw as :func:`systematic_draw` in every group (one uniform per group; the points
+    (u + 0..n-1) / n on the group's CDF), done for all groups at once: the rows are visited in a
+    random order, sorted by key (so each group's rows are in random order), and each group's
+    points are looked up in one CDF made of the groups' CDFs laid end to end (group g's shifted by
+    g), so the cost is a few passes over the rows whatever the number of groups. Above
+    :data:`SYSTEMATIC_ROWS` rows each row's point is an independent uniform instead.
+    """
+    rows = len(keys)
+    if rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    groups, width = table.shape
+    weights = np.maximum(np.asarray(table, dtype=np.float64), 0.0)
+    totals = weights.sum(axis=1)
+    weights[totals <= 0] = 1.0  # a group with no mass: uniform, as systematic_draw does
+    if rows > SYSTEMATIC_ROWS:
+        keep, alias = _alias_tables(weights)
+        column = np.minimum((rng.random(rows) * width).astype(np.int64), width - 1)
+        cell = keys * width + column
+        drawn: IntArray = np.where(rng.random(rows) < keep.ravel()[cell], column, alias.ravel()[cell])
+        return drawn
+    cdf = np.cumsum(weights, axis=1)
+    cdf /= cdf[:, -1:]
+    cdf[:, -1] = 1.0
+    flat_cdf = (cdf + np.arange(groups, dtype=np.float64)[:, None]).ravel()
+    shuffled = rng.permutation(rows)
+    order = shuffled[_stable_order(keys[shuffled], groups)]
     ordered = keys[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(ordered)) + 1] if len(keys) else np.zeros(0, dtype=np.int64)
-    ends = np.r_[starts[1:], len(keys)] if len(keys) else starts
-    for start, end in zip(starts, ends, strict=True):
-        out[order[start:end]] = systematic_draw(table[ordered[start]], int(end - start), rng)
+    sizes = np.bincount(ordered, minlength=groups)
+    starts = np.cumsum(sizes) - sizes
+    within = np.arange(rows, dtype=np.float64) - starts[ordered]
+    offsets: npt.NDArray[np.float64] = np.asarray(rng.random(groups), dtype=np.float64)
+    points = ordered + (offsets[ordered] + within) / sizes[ordered]
+    flat = np.searchsorted(flat_cdf, points, side="right")
+    codes = np.clip(flat - ordered * width, 0, width - 1)
+    out = np.empty(rows, dtype=np.int64)
+    out[order] = codes
     return out
+
+
+def _top(values: npt.NDArray[np.float64], count: int, rng: np.random.Generator) -> npt.NDArray[np.bool_]:
+    """A mask of ``count`` entries with the largest values, ties at the threshold broken at random.
+
+    A partition, not a sort: linear in the number of entries.
+    """
+    chosen = np.zeros(len(values), dtype=np.bool_)
+    if count <= 0:
+        return chosen
+    if count >= len(values):
+        chosen[:] = True
+        return chosen
+    threshold = np.partition(values, len(values) - count)[len(values) - count]
+    chosen = np.asarray(values > threshold, dtype=np.bool_)
+    tied = np.flatnonzero(values == threshold)
+    chosen[rng.choice(tied, size=count - int(np.count_nonzero(chosen)), replace=False)] = True
+    return chosen
 
 
 def adjust_to_counts(
@@ -196,15 +290,21 @@ def adjust_to_counts(
     if int(targets.sum()) != len(out):
         raise InternalError("adjust_to_counts needs targets that sum to the number of rows")
     difference = np.bincount(out, minlength=len(targets)) - targets
+    # A code that receives rows never has too many afterwards, so the rows of a code that gives
+    # rows are its original rows less those it gave: group the rows by code once (radix sort).
+    order = _stable_order(out, len(targets))
+    ends = np.cumsum(np.bincount(out, minlength=len(targets)))
+    members = {c: order[ends[c] - n:ends[c]] for c, n in enumerate(np.bincount(out, minlength=len(targets)))
+               if difference[c] > 0}
     while difference.any():
         source = int(np.argmax(difference))
         target = int(np.argmin(difference))
         moves = int(min(difference[source], -difference[target]))
-        rows = np.flatnonzero(out == source)
+        rows = members[source]
         ratio = likelihood(rows, target) / np.maximum(likelihood(rows, source), 1e-300)
-        jitter = rng.random(len(rows))
-        chosen = rows[np.lexsort((jitter, -ratio))[:moves]]
-        out[chosen] = target
+        moving = _top(ratio, moves, rng)
+        out[rows[moving]] = target
+        members[source] = rows[~moving]
         difference[source] -= moves
         difference[target] += moves
     return out
@@ -246,25 +346,25 @@ def sample_junction(
     def coarse_of(column: str, codes: IntArray) -> IntArray:
         return maps[column][codes] if column in maps else codes
 
-    def refine(column: str, coarse_codes: IntArray) -> IntArray:
+    def within(column: str) -> npt.NDArray[np.float64]:
+        """Each fine code's share of its coarse bin, from the post-processed fine 1-way distribution."""
+        mass = fine[column] + 1e-12
+        bins = maps[column] if column in maps else np.arange(sizes[column])
+        out: npt.NDArray[np.float64] = mass / np.bincount(bins, weights=mass, minlength=coarse_size(column))[bins]
+        return out
+
+    def fine_table(column: str, coarse_table: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """P(fine code | parents) = P(its coarse bin | parents) x its share of the bin: one draw, no refining."""
         if column not in maps:
-            return coarse_codes
-        out = np.empty(len(coarse_codes), dtype=np.int64)
-        for code in np.unique(coarse_codes):
-            where = np.flatnonzero(coarse_codes == code)
-            cells = np.flatnonzero(maps[column] == code)
-            out[where] = cells[systematic_draw(fine[column][cells] + 1e-12, len(where), rng)]
+            return coarse_table
+        out: npt.NDArray[np.float64] = coarse_table[:, maps[column]] * within(column)[None, :]
         return out
 
     def fine_likelihood(
-        column: str, coarse_table: npt.NDArray[np.float64], keys: IntArray
+        table: npt.NDArray[np.float64], keys: IntArray
     ) -> Callable[[IntArray, int], npt.NDArray[np.float64]]:
-        within = fine[column] + 1e-12
-        bins = maps[column] if column in maps else np.arange(sizes[column])
-        within = within / np.bincount(bins, weights=within, minlength=coarse_size(column))[bins]
-
         def likelihood(which: IntArray, code: int) -> npt.NDArray[np.float64]:
-            result: npt.NDArray[np.float64] = coarse_table[keys[which], bins[code]] * within[code]
+            result: npt.NDArray[np.float64] = table[keys[which], code]
             return result
 
         return likelihood
@@ -276,7 +376,7 @@ def sample_junction(
     root_table = np.asarray(marginal((root,)), dtype=np.float64)[None, :]
     keys = np.zeros(rows, dtype=np.int64)
     codes[root] = (exact_codes(exact[root], rng) if root in exact
-                   else refine(root, _group_draw(keys, root_table, rng)))
+                   else _group_draw(keys, fine_table(root, root_table), rng))
     for clique in cliques:
         *parents, child = clique
         if child in codes:
@@ -290,8 +390,9 @@ def sample_junction(
         keys = np.zeros(rows, dtype=np.int64)
         for parent in parents:
             keys = keys * coarse_size(parent) + coarse_of(parent, codes[parent])
-        drawn = refine(child, _group_draw(keys, table, rng))
+        table = fine_table(child, table)
+        drawn = _group_draw(keys, table, rng)
         if child in exact:
-            drawn = adjust_to_counts(drawn, fine_likelihood(child, table, keys), exact[child], rng)
+            drawn = adjust_to_counts(drawn, fine_likelihood(table, keys), exact[child], rng)
         codes[child] = drawn
     return codes

@@ -23,7 +23,7 @@ from dp.cliques import (
 from dp.errors import ParameterError
 from dp.junction import JunctionTree, Marginal, estimate, junction_parents
 from dp.random import secure_noise
-from dp.sampling import adjust_to_counts, sample_junction, systematic_draw
+from dp.sampling import _alias_tables, _group_draw, adjust_to_counts, sample_junction, systematic_draw
 
 
 @settings(max_examples=400, deadline=None)
@@ -121,6 +121,58 @@ def test_systematic_draw_counts_are_within_one_of_expectation(weights, n, seed):
     counts = np.bincount(systematic_draw(p, n, np.random.default_rng(seed)), minlength=len(p))
     assert counts.sum() == n
     assert (np.abs(counts - n * p / p.sum()) <= 1 + 1e-9).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 6), st.integers(0, 400), st.integers(0, 2**32 - 1))
+def test_group_draw_is_a_systematic_draw_in_every_group(groups, width, rows, seed):
+    generator = np.random.default_rng(seed)
+    keys = generator.integers(0, groups, size=rows)
+    table = generator.random((groups, width)) * (generator.random((groups, width)) > 0.3)
+    table[0] = 0.0  # a group without mass draws uniformly, as systematic_draw does
+    out = _group_draw(keys, table, np.random.default_rng(seed + 1))
+    assert out.shape == (rows,) and ((out >= 0) & (out < width)).all()
+    for group in range(groups):
+        drawn = out[keys == group]
+        p = table[group] / table[group].sum() if table[group].sum() > 0 else np.full(width, 1 / width)
+        counts = np.bincount(drawn, minlength=width)
+        assert (np.abs(counts - len(drawn) * p) <= 1 + 1e-9).all()
+        assert (counts[p == 0] == 0).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_alias_tables_give_each_code_exactly_its_share(groups, width, seed):
+    generator = np.random.default_rng(seed)
+    weights = generator.random((groups, width)) * (generator.random((groups, width)) > 0.3) + 1e-300
+    keep, alias = _alias_tables(weights)
+    for g in range(groups):
+        p = np.bincount(np.arange(width), weights=keep[g], minlength=width)
+        p += np.bincount(alias[g], weights=1.0 - keep[g], minlength=width)
+        assert np.allclose(p / width, weights[g] / weights[g].sum(), atol=1e-12)
+
+
+def test_large_tables_draw_independently_from_each_groups_distribution(monkeypatch):
+    import dp.sampling as sampling
+
+    monkeypatch.setattr(sampling, "SYSTEMATIC_ROWS", 1000)
+    generator = np.random.default_rng(5)
+    keys = generator.integers(0, 3, size=60_000)
+    table = np.array([[0.7, 0.2, 0.1, 0.0], [0.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.0, 0.5]])
+    out = _group_draw(keys, table, np.random.default_rng(6))
+    for group, p in enumerate([table[0], np.full(4, 0.25), table[2]]):
+        drawn = out[keys == group]
+        counts = np.bincount(drawn, minlength=4)
+        assert (counts[p == 0] == 0).all()
+        expected = len(drawn) * p
+        assert (np.abs(counts - expected) <= 5 * np.sqrt(expected * (1 - p)) + 1e-9).all()  # 5 sd: false alarm < 1e-5
+
+
+def test_group_draw_shuffles_the_rows_of_a_group():
+    keys = np.zeros(1000, dtype=np.int64)
+    out = _group_draw(keys, np.array([[0.5, 0.5]]), np.random.default_rng(3))
+    assert np.bincount(out).tolist() == [500, 500]
+    assert 400 < np.count_nonzero(out[:-1] != out[1:]) < 600  # random order: about half the neighbours differ
 
 
 @settings(max_examples=100, deadline=None)
