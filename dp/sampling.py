@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,17 @@ from dp.estimation import TreeModel
 from dp.marginals import ColumnDomain
 
 IntArray = npt.NDArray[np.int64]
+CodeArray = npt.NDArray[np.integer[Any]]
+"""Codes of one column, in the narrowest integer type that holds them (a 10M-row table's codes
+take 20 MB a column instead of 80)."""
+
+
+def narrow(codes: npt.NDArray[np.integer[Any]], size: int) -> CodeArray:
+    """``codes`` (all below ``size``) in the narrowest signed integer type that holds them."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if size <= np.iinfo(dtype).max:
+            return codes.astype(dtype, copy=False)
+    return codes.astype(np.int64, copy=False)
 
 
 def _draw(probabilities: npt.NDArray[np.float64], n: int, rng: np.random.Generator) -> IntArray:
@@ -100,7 +112,7 @@ class OutputColumn:
 
 
 def decode(
-    codes: Mapping[str, IntArray], columns: Sequence[OutputColumn], rows: int, rng: np.random.Generator
+    codes: Mapping[str, CodeArray], columns: Sequence[OutputColumn], rows: int, rng: np.random.Generator
 ) -> pa.Table:
     """Turn codes into a typed Arrow table with exactly ``columns``, in order."""
     arrays: dict[str, pa.Array] = {}
@@ -130,7 +142,7 @@ def decode(
     return table
 
 
-def _decode_column(code: IntArray, column: OutputColumn, rng: np.random.Generator) -> pa.Array:
+def _decode_column(code: CodeArray, column: OutputColumn, rng: np.random.Generator) -> pa.Array:
     domain = column.domain
     assert domain is not None
     null = code == domain.null_code if domain.null_code is not None else np.zeros(len(code), dtype=bool)
@@ -319,7 +331,7 @@ def sample_junction(
     rows: int,
     rng: np.random.Generator,
     exact: Mapping[str, IntArray] | None = None,
-) -> dict[str, IntArray]:
+) -> dict[str, CodeArray]:
     """Fine codes of ``rows`` rows drawn from a fitted junction-tree model, parents before children.
 
     Args:
@@ -343,7 +355,7 @@ def sample_junction(
     def coarse_size(column: str) -> int:
         return int(maps[column].max()) + 1 if column in maps else sizes[column]
 
-    def coarse_of(column: str, codes: IntArray) -> IntArray:
+    def coarse_of(column: str, codes: CodeArray) -> CodeArray:
         return maps[column][codes] if column in maps else codes
 
     def within(column: str) -> npt.NDArray[np.float64]:
@@ -369,14 +381,14 @@ def sample_junction(
 
         return likelihood
 
-    codes: dict[str, IntArray] = {}
+    codes: dict[str, CodeArray] = {}
     if not cliques:
         raise InternalError("sample_junction needs at least one clique")
     root = cliques[0][0]
     root_table = np.asarray(marginal((root,)), dtype=np.float64)[None, :]
     keys = np.zeros(rows, dtype=np.int64)
-    codes[root] = (exact_codes(exact[root], rng) if root in exact
-                   else _group_draw(keys, fine_table(root, root_table), rng))
+    codes[root] = narrow(exact_codes(exact[root], rng) if root in exact
+                         else _group_draw(keys, fine_table(root, root_table), rng), sizes[root])
     for clique in cliques:
         *parents, child = clique
         if child in codes:
@@ -394,5 +406,5 @@ def sample_junction(
         drawn = _group_draw(keys, table, rng)
         if child in exact:
             drawn = adjust_to_counts(drawn, fine_likelihood(table, keys), exact[child], rng)
-        codes[child] = drawn
+        codes[child] = narrow(drawn, sizes[child])
     return codes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from dp.junction import estimate as estimate_junction
 from dp.marginals import NoisyMarginal
 from dp.postprocess import combined_one_way, consistent_marginals, estimate_total, round_preserving_sum
 from dp.random import synthetic_generator
-from dp.sampling import decode, sample_codes, sample_junction
+from dp.sampling import CodeArray, OutputColumn, decode, sample_codes, sample_junction
 from dp.svt import DiscoveredBounds
 from schemas.encoding import domains_for, hierarchy_tree, output_columns
 from schemas.model import Hierarchy, load_spec
@@ -84,6 +85,30 @@ class SynthesisResult:
     marginal_files: tuple[str, ...]
     model_edges: tuple[tuple[str, str], ...]
     cliques: tuple[tuple[str, ...], ...] = ()
+
+
+WRITE_ROWS = 1_000_000
+"""Synthetic rows decoded and written at once (one Parquet row group each): the decoded table is
+never held whole, whatever its size."""
+
+
+def _write_decoded(
+    codes: Mapping[str, CodeArray], columns: list[OutputColumn], rows: int, rng: np.random.Generator,
+    path: Path, metadata: dict[bytes, bytes],
+) -> None:
+    """Decode the codes slice by slice into ``path`` (Parquet), with the release's metadata."""
+    writer: pq.ParquetWriter | None = None
+    try:
+        for start in range(0, max(rows, 1), WRITE_ROWS):
+            stop = min(rows, start + WRITE_ROWS)
+            part = decode({c: v[start:stop] for c, v in codes.items()}, columns, stop - start, rng)
+            part = part.replace_schema_metadata(metadata)
+            if writer is None:
+                writer = pq.ParquetWriter(path, part.schema)
+            writer.write_table(part, row_group_size=WRITE_ROWS)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def _metadata(plan: ReleasePlan, version: str) -> dict[bytes, bytes]:
@@ -210,18 +235,17 @@ def sample_synthetic(
     by_name = {d.name: d for d in domains}
     rng = synthetic_generator(plan.seed)
     junction = estimate.junction
+    codes: Mapping[str, CodeArray]
     if junction is not None:
         codes = sample_junction(junction.cliques, junction.fitted.marginal, {d.name: d.size for d in domains},
                                 junction.maps, junction.fine, estimate.rows, rng, estimate.exact)
     else:
         codes = sample_codes(estimate.model, estimate.rows, rng, estimate.exact)
-    table = decode(codes, output_columns(spec.schema, domains), estimate.rows, rng)
-    table = table.replace_schema_metadata(_metadata(plan, version))
-
     root = Path(staging)
     (root / "synthetic").mkdir()
     table_file = f"synthetic/{spec.schema.table}.parquet"
-    pq.write_table(table, root / table_file)
+    _write_decoded(codes, output_columns(spec.schema, domains), estimate.rows, rng, root / table_file,
+                   _metadata(plan, version))
     (root / "marginals").mkdir()
     files = []
     for cols, counts in estimate.consistent.items():
