@@ -128,6 +128,27 @@ def _row_keys(columns: Sequence[tuple[IntArray, int]], rows: int) -> IntArray:
     return key
 
 
+def _possible_matches(
+    real: pa.Table, synthetic: pa.Table, names: Sequence[str], value_sets: dict[str, pa.Array]
+) -> pa.Table:
+    """The real rows that could equal some synthetic row: each value occurs in its synthetic column.
+
+    Only a filter (the exact comparison follows), applied on columns of one non-floating type in
+    both tables, where Arrow's set lookup agrees with exact equality (a null matches a null). On
+    a large real table most rows fail on some column, so few rows are left to encode.
+    """
+    mask: pa.ChunkedArray | None = None
+    for name in names:
+        column, other = real.column(name), synthetic.column(name)
+        if column.type != other.type or pa.types.is_floating(column.type):
+            continue
+        if name not in value_sets:
+            value_sets[name] = pc.unique(other.combine_chunks() if isinstance(other, pa.ChunkedArray) else other)
+        found = pc.is_in(column, value_set=value_sets[name], skip_nulls=False)
+        mask = found if mask is None else pc.and_(mask, found)
+    return real if mask is None else real.filter(mask)
+
+
 def exact_match_share(
     real: pa.Table | Iterable[pa.Table | pa.RecordBatch], synthetic: pa.Table, columns: Sequence[str]
 ) -> float:
@@ -152,10 +173,12 @@ def exact_match_share(
     batches = [real] if isinstance(real, pa.Table) else real
     names: list[str] | None = None
     matched: BoolArray | None = None
+    value_sets: dict[str, pa.Array] = {}
     for part in batches:
         batch = pa.Table.from_batches([part]) if isinstance(part, pa.RecordBatch) else part
         names = _check_columns(columns, {"real": batch, "synthetic": synthetic})
         _check_rows(synthetic, "synthetic")
+        batch = _possible_matches(batch, synthetic, names, value_sets)
         coded = [_exact_codes(batch.column(c), synthetic.column(c), c) for c in names]
         keys = _row_keys(coded, batch.num_rows + synthetic.num_rows)
         found = np.isin(keys[batch.num_rows:], keys[: batch.num_rows])

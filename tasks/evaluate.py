@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -80,22 +80,43 @@ def take_rows(batches: Iterable[pa.Table | pa.RecordBatch], rows: IntArray) -> p
     return pa.concat_tables(parts)
 
 
-def _sample_real(data: Path, columns: Sequence[str], rows: int) -> tuple[pa.Table, IntArray]:
-    """A uniform secure sample of at most :data:`EVALUATION_ROWS` real rows (all rows when fewer).
+class _RealPass:
+    """One pass over the real row groups that keeps a uniform secure sample of the rows.
 
-    Returns the sampled rows in file order and, for each sampled row in random order, its position
-    in that table (any prefix of which is again a uniform sample).
+    Iterating yields every row group (for the exact-match check, which needs them all) and keeps
+    the sampled rows of each on the way, so the raw table is read once. A table with at most
+    :data:`EVALUATION_ROWS` rows is kept whole.
     """
-    if rows == 0:
-        return dataset_schema(data).empty_table().select(list(columns)), np.zeros(0, dtype=np.int64)
-    order = secure_order(rows, min(rows, EVALUATION_ROWS))
-    ascending = np.sort(order)
-    if len(ascending) == rows:
-        groups = list(row_groups(data, columns))
-        table = pa.concat_tables(groups)
-    else:
-        table = take_rows(row_groups(data, columns), ascending)
-    return table, np.searchsorted(ascending, order).astype(np.int64)
+
+    def __init__(self, data: Path, columns: Sequence[str], rows: int) -> None:
+        self.data, self.columns, self.rows = data, list(columns), rows
+        order = secure_order(rows, min(rows, EVALUATION_ROWS)) if rows else np.zeros(0, dtype=np.int64)
+        self.ascending = np.sort(order)
+        self.order = np.searchsorted(self.ascending, order).astype(np.int64)
+        """For each sampled row in random order, its position in :attr:`sample` (any prefix is uniform)."""
+        self.parts: list[pa.Table] = []
+        self.done = False
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        offset = 0
+        for batch in row_groups(self.data, self.columns):
+            start, stop = np.searchsorted(self.ascending, [offset, offset + batch.num_rows])
+            if stop - start == batch.num_rows:
+                self.parts.append(batch)
+            elif stop > start:
+                self.parts.append(batch.take(pa.array(self.ascending[start:stop] - offset)))
+            offset += batch.num_rows
+            yield batch
+        self.done = True
+
+    def sample(self) -> pa.Table:
+        """The sampled rows in file order (reads the table first if no one has iterated)."""
+        if not self.done:
+            for _ in self:
+                pass
+        if not self.parts:
+            return dataset_schema(self.data).empty_table().select(self.columns)
+        return pa.concat_tables(self.parts)
 
 
 def _sample_synthetic(path: Path, columns: Sequence[str], chooser: np.random.Generator) -> tuple[pa.Table, int]:
@@ -120,9 +141,15 @@ def evaluate_utility(plan: ReleasePlan, staging: str, table_file: str) -> None:
     columns = list(spec.schema.names)
     root = Path(staging)
     real_rows = sum(open_parquet(path).metadata.num_rows for path in parquet_files(spec.data))
-    real, real_order = _sample_real(spec.data, columns, real_rows)
     chooser = np.random.default_rng(plan.seed)  # evaluation only: choosing *synthetic* rows to compare
     synthetic, synthetic_rows = _sample_synthetic(root / table_file, columns, chooser)
+    matching = synthetic if synthetic.num_rows <= EXACT_MATCH_ROWS else \
+        synthetic.take(pa.array(np.sort(chooser.choice(synthetic.num_rows, EXACT_MATCH_ROWS, replace=False))))
+    quasi = list(spec.schema.quasi_identifiers)
+    checks = bool(quasi) and real_rows >= 2 and synthetic_rows >= 1
+    real_pass = _RealPass(spec.data, columns, real_rows)
+    exact = exact_match_share(real_pass, matching, columns) if checks else None  # the one read of the real rows
+    real = real_pass.sample()
     evaluated = {
         "real_rows": real_rows, "real_rows_evaluated": real.num_rows,
         "synthetic_rows": synthetic_rows, "synthetic_rows_evaluated": synthetic.num_rows,
@@ -131,19 +158,14 @@ def evaluate_utility(plan: ReleasePlan, staging: str, table_file: str) -> None:
     }
     report = utility(real, synthetic, columns).to_dict()
     report["evaluated"] = evaluated
-    quasi = list(spec.schema.quasi_identifiers)
     risk: dict[str, object]
     if not quasi:
         risk = {"note": "the schema declares no quasi_identifiers"}
-    elif real_rows < 2 or synthetic_rows < 1:
+    elif not checks:
         risk = {"note": "too few rows for the disclosure-risk checks"}
     else:
         reference = real if real.num_rows <= DCR_REFERENCE_ROWS else \
-            real.take(pa.array(np.sort(real_order[:DCR_REFERENCE_ROWS])))
-        matching = synthetic if synthetic.num_rows <= EXACT_MATCH_ROWS else \
-            synthetic.take(pa.array(np.sort(chooser.choice(synthetic.num_rows, EXACT_MATCH_ROWS, replace=False))))
-        exact = exact_match_share(row_groups(spec.data, columns) if real.num_rows < real_rows else real,
-                                  matching, columns)
+            real.take(pa.array(np.sort(real_pass.order[:DCR_REFERENCE_ROWS])))
         risk = {
             "exact_match_share": exact,
             "dcr": closest_record_distances(reference, synthetic, columns, sample=DCR_SAMPLE,
