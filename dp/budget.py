@@ -20,6 +20,7 @@ follow the same rule: a reported epsilon is rounded up.
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -877,8 +878,15 @@ def zcdp_from_approx_cks(epsilon: object, delta: object) -> ZCDPBudget:
     >>> approx_from_zcdp_cks(rho, Fraction(1, 10**9)).epsilon <= 1 and rho > zcdp_from_approx(1, Fraction(1, 10**9))
     True
     """
-    exact_epsilon = _positive(epsilon, "epsilon")
-    exact_delta = validate_delta(delta)
+    return _zcdp_from_approx_cks(_positive(epsilon, "epsilon"), validate_delta(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def _zcdp_from_approx_cks(exact_epsilon: Fraction, exact_delta: Fraction) -> ZCDPBudget:
+    """:func:`zcdp_from_approx_cks` on validated exact values, remembered.
+
+    The bisection takes tens of milliseconds, and every stage of a release re-reads its spec.
+    """
 
     def fits(rho: Fraction) -> bool:
         return approx_from_zcdp_cks(ZCDPBudget(rho), exact_delta).epsilon <= exact_epsilon
