@@ -221,7 +221,7 @@ def main() -> None:
     stage_peaks = dict(big["stage_peak_rss_bytes"])  # type: ignore[call-overload]
     measure_s = stages.get("measure_marginals", 0.0) + stages.get("discover_bounds", 0.0)
     wall, peak, decoded = float(big["wall_s"]), int(big["peak_rss_bytes"]), int(compute["decoded_bytes"])  # type: ignore[call-overload]
-    internal = ("validate_table", "evaluate_utility")  # steward-only checks over every real row at once
+    internal = ("validate_table", "evaluate_utility")  # the steward-only checks (validation; the internal report)
     without_internal = wall - sum(stages.get(name, 0.0) for name in internal)
     peak_without_internal = max((v for k, v in stage_peaks.items() if k not in internal and v), default=0)
     result = {

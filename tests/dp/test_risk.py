@@ -366,3 +366,18 @@ def test_real_rows_for_the_dcr_are_chosen_by_the_secure_source(monkeypatch):
     real = pa.table({"x": rng.normal(size=300)})
     closest_record_distances(real, pa.table({"x": rng.normal(size=20)}), ["x"], sample=50)
     assert calls == [8 * 300]  # one secure key per real row; no seeded generator chooses among them
+
+
+def test_the_prefilter_of_exact_matching_keeps_every_possible_match():
+    from dp.risk import _possible_matches
+
+    real = pa.table({"a": pa.array([1, 2, None, 4], pa.int64()), "s": pa.array(["x", None, "y", "x"]),
+                     "f": pa.array([0.5, float("nan"), 1.0, 2.0])})
+    synthetic = pa.table({"a": pa.array([1, None, 9], pa.int64()), "s": pa.array(["x", "y", None]),
+                          "f": pa.array([0.5, 1.0, 3.0])})
+    kept = _possible_matches(real, synthetic, ["a", "s", "f"], {})
+    # Row 1 (a=2) and row 3 (a=4) cannot match; the null in `a` matches a null; floats are not filtered.
+    assert kept.column("a").to_pylist() == [1, None]
+    assert exact_match_share(real.to_batches(max_chunksize=1), synthetic, ["a", "s", "f"]) == pytest.approx(2 / 3)
+    other_type = synthetic.set_column(0, "a", pa.array([1, None, 9], pa.int32()))
+    assert _possible_matches(real, other_type, ["a"], {}).num_rows == 4  # types differ: no filter on `a`
