@@ -2,7 +2,8 @@
 
 Pure arithmetic on public inputs (the spec and schema); nothing here reads data or the ledger.
 Under zCDP the stage budgets are shares of rho; an epsilon-DP mechanism (the sparse vector
-technique) in a zCDP release gets the epsilon whose epsilon²/2 fits its share, rounded down.
+technique) in a zCDP release gets the epsilon whose epsilon²/2 fits its share, rounded down, and the
+exponential mechanism of the selection stage (epsilon-bounded-range) the epsilon whose epsilon²/8 does.
 """
 
 from __future__ import annotations
@@ -10,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dp.budget import Budget, PureBudget, ZCDPBudget, approx_from_zcdp_cks, pure_from_zcdp_share
+from dp.budget import (
+    Budget,
+    PureBudget,
+    ZCDPBudget,
+    approx_from_zcdp_cks,
+    bounded_range_from_zcdp_share,
+    pure_from_zcdp_share,
+)
 from dp.errors import ParameterError
 from dp.marginals import marginal_key
 from schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
@@ -251,12 +259,12 @@ def _plan_cliques(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedClique
     halves = stages["selection"].split({"tree": 1, "parents": 1 if parent_rounds else 0})
     try:
         tree_share = _share(halves["tree"], tree_rounds)
-        tree_budget = tree_share if isinstance(tree_share, PureBudget) else pure_from_zcdp_share(tree_share)
+        tree_budget = tree_share if isinstance(tree_share, PureBudget) else bounded_range_from_zcdp_share(tree_share)
         parent_budget: PureBudget | None = None
         if parent_rounds:
             parent_share = _share(halves["parents"], parent_rounds)
             parent_budget = (parent_share if isinstance(parent_share, PureBudget)
-                             else pure_from_zcdp_share(parent_share))
+                             else bounded_range_from_zcdp_share(parent_share))
     except ParameterError as err:
         raise SchemaError(f"{spec.source}: allocation.selection: {err}") from None
     return PlannedCliques(tree_rounds, tree_budget, parent_rounds, parent_budget, candidates,
@@ -273,7 +281,7 @@ def _plan_selection(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedSele
     rounds = max(1, len(names) - 1)
     per_round = _share(stages["selection"], rounds)
     try:
-        run_budget = per_round if isinstance(per_round, PureBudget) else pure_from_zcdp_share(per_round)
+        run_budget = per_round if isinstance(per_round, PureBudget) else bounded_range_from_zcdp_share(per_round)
     except ParameterError as err:
         raise SchemaError(f"{spec.source}: allocation.selection: {err}") from None
     if len(spec.schema.hierarchies) > 1:
