@@ -257,13 +257,23 @@ class DiscoveredBounds:
     measurements: tuple[Measurement, ...]
 
 
-def svt_threshold(query_scale: float, queries: int) -> int:
+def svt_threshold(query_scale: float, queries: int, *, cheap_widening: bool = False) -> int:
     """The public count threshold: the query noise's (1 - 1/m) quantile scale, at least 1.
 
     A run fires once about this many rows lie beyond a candidate; queries with no such rows fire
     spuriously with probability about 1/(2m) each, so the whole scan with probability ~1/2 at most
     (which only widens the bounds, never narrows them below the data).
+
+    With ``cheap_widening`` (a column binned ``log``: a bound one doubling too wide adds one nearly
+    empty bin, while a bound too narrow clamps a whole tail, such as capital-gain >= 3411 at small
+    epsilon) the threshold is one noise scale: the scan fires earlier, wider bounds are more frequent
+    and fewer rows are clamped.
+
+    >>> svt_threshold(100.0, 23), svt_threshold(100.0, 23, cheap_widening=True)
+    (314, 100)
     """
+    if cheap_widening:
+        return max(1, math.ceil(query_scale))
     return max(1, math.ceil(query_scale * math.log(max(2, queries))))
 
 
@@ -276,6 +286,7 @@ def discover_bounds(
     *,
     sensitivity: int,
     stage: str = "bounds",
+    cheap_widening: bool = False,
 ) -> DiscoveredBounds:
     """Discover lower and upper clipping bounds with two AboveThreshold runs of ``run_budget`` each.
 
@@ -288,13 +299,15 @@ def discover_bounds(
         sensitivity: How much one privacy unit can move each tail count: 1 for row-level privacy,
             k when contributions are bounded to k rows per id.
         stage: The ledger stage name.
+        cheap_widening: Whether a too wide bound costs little (public: the column is binned ``log``);
+            then the threshold is lower (:func:`svt_threshold`).
 
     Returns:
         The bounds; lower < upper always holds (a crossing is resolved towards the search range).
     """
     below, above = counts
     mechanism = AboveThreshold(sensitivity, run_budget)
-    threshold = svt_threshold(mechanism.query_scale(), len(grid))
+    threshold = svt_threshold(mechanism.query_scale(), len(grid), cheap_widening=cheap_widening)
 
     # Lower bound: ascending scan of "rows below g"; the bound is the last point before it fires.
     hit, lower_record = run_above_threshold(
