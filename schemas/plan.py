@@ -297,7 +297,7 @@ def plan_pairs(plan: ReleasePlan, spec: ReleaseSpec, pairs: list[tuple[str, str]
     return [PlannedMeasurement("two_way", pair, shares[pair]) for pair in pairs]
 
 
-def marginal_weight(cells: int, definition: str) -> Fraction:
+def marginal_weight(cells: int, definition: str, *, balanced: bool = False) -> Fraction:
     """The budget weight that minimises the summed expected L1 error of a stage's marginals.
 
     A marginal of n cells with noise scale s has expected L1 error proportional to n·s. Under zCDP,
@@ -305,15 +305,22 @@ def marginal_weight(cells: int, definition: str) -> Fraction:
     under pure DP, s ∝ 1/epsilon and epsilon_i ∝ n_i^(1/2). The weight is that power as a rational
     (to three digits): any positive rational weights split the stage exactly.
 
-    >>> marginal_weight(8, "zcdp"), marginal_weight(16, "pure")
-    (Fraction(4, 1), Fraction(4, 1))
+    ``balanced`` halves the power (n^(1/3) under zCDP): the summed error is no longer the aim, each
+    marginal's own error is. Small marginals (a 2-category 1-way) then keep enough budget while large
+    ones still get more; on Adult's 1-ways it lowers the worst column's TVD relative to both
+    (``docs/research/synthesis.md``, section 5).
+
+    >>> marginal_weight(8, "zcdp"), marginal_weight(16, "pure"), marginal_weight(8, "zcdp", balanced=True)
+    (Fraction(4, 1), Fraction(4, 1), Fraction(2, 1))
     """
     power = 2 / 3 if definition == "zcdp" else 1 / 2
+    if balanced:
+        power /= 2
     return Fraction(round(cells**power * 1000), 1000)
 
 
 def _weighted(stage: Budget, marginals: list[tuple[str, ...]], spec: ReleaseSpec) -> dict[tuple[str, ...], Budget]:
-    """Split a stage over its marginals: equally, or by domain size (``weighting: cells``, the default).
+    """Split a stage over its marginals: equally, or by domain size (``weighting: cells`` or ``balanced``).
 
     Domain sizes are the public upper bounds of :func:`_max_size` (known before any data is read).
     """
@@ -324,7 +331,7 @@ def _weighted(stage: Budget, marginals: list[tuple[str, ...]], spec: ReleaseSpec
         cells = 1
         for c in cols:
             cells *= _max_size(spec, c)
-        weights["|".join(cols)] = marginal_weight(cells, spec.definition)
+        weights["|".join(cols)] = marginal_weight(cells, spec.definition, balanced=spec.weighting == "balanced")
     split = stage.split(weights)
     return {cols: split["|".join(cols)] for cols in marginals}
 

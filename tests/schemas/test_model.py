@@ -113,7 +113,7 @@ def _spec(tmp_path, **changes):
         ({"allocation": {"bounds": 0.05, "one_way": 0.2, "selection": 0.1, "two_way": 0.6, "hierarchy": 0.05}},
          "allocation.selection: must be 0 or absent unless two_way or cliques is auto"),
         ({"two_way": "everything"}, "two_way: must be 'auto' or a list of column pairs"),
-        ({"weighting": "sqrt"}, "weighting: ('sqrt') must be 'cells' or 'equal'"),
+        ({"weighting": "sqrt"}, "weighting: ('sqrt') must be 'cells', 'balanced' or 'equal'"),
     ],
 )
 def test_spec_errors(tmp_path, changes, message):
@@ -245,6 +245,12 @@ def test_cells_weighting_gives_larger_marginals_more_budget(tmp_path):
     assert abs(float(ratio) - (75 / 2) ** (2 / 3)) < 0.01
     equal = plan_release(load_spec(_spec(tmp_path, weighting="equal")), "r", 1)
     assert len({m.budget.amount for m in equal.measurements if m.stage == "one_way"}) == 1
+    balanced = plan_release(load_spec(_spec(tmp_path, weighting="balanced")), "r", 1)
+    by_query = {m.query: m.budget.amount for m in balanced.measurements}
+    ratio = by_query["marginal(age)"] / by_query["marginal(sex)"]
+    assert abs(float(ratio) - (75 / 2) ** (1 / 3)) < 0.01  # half the power of cells
+    one_way = sum(m.budget.amount for m in balanced.measurements if m.stage == "one_way")
+    assert one_way == balanced.stages["one_way"].amount  # the stage is split exactly
 
 
 def test_privacy_unit_id_column(tmp_path):
