@@ -61,6 +61,10 @@ Run (with the project venv; ONE benchmark at a time on a shared machine)::
     .venv/bin/python benchmarks/peers_adult.py --spec examples/adult/release-auto.yaml --systems dprelease-flow
     .venv/bin/python benchmarks/peers_adult.py --table                # print the table from the results file
 
+Every row also records the TVD of each 2-way marginal (``two_way``), and the table is followed by a second one:
+per system and ε, how many pairs have a mean TVD (over the seeds) above the independent baseline's mean, how
+many by more than ``PAIR_TOLERANCE`` (0.005, issue 5's "noticeably worse"), and the worst excess.
+
 Runs are merged into ``benchmarks/results/peers_adult.json`` (a row per system × spec × ε × seed; a
 re-run replaces its row), so the grid can be filled in several sittings. On 2 cores a run takes about
 17 s (flow), 1.5 s (core), 65 s (MST) and 10+ min (AIM, capped at 30 min per ε); the grid without AIM
@@ -496,7 +500,8 @@ class Evaluator:
 
         synthetic = pq.read_table(synthetic_file, columns=self.columns)
         report = utility(self.real, synthetic, self.columns)
-        return {"tvd1": report.tvd1, "tvd2": report.tvd2, "tvd3": report.tvd3, "synthetic_rows": synthetic.num_rows}
+        return {"tvd1": report.tvd1, "tvd2": report.tvd2, "tvd3": report.tvd3, "synthetic_rows": synthetic.num_rows,
+                "two_way": report.two_way}
 
 
 def run_one(system: str, spec: Path, epsilon: float, seed: int, tmp: Path, prefect_home: Path,
@@ -544,7 +549,8 @@ def run_one(system: str, spec: Path, epsilon: float, seed: int, tmp: Path, prefe
             row.update(status="failed", error="no internal/utility.json in the release\n" + _tail(work / "log.txt"))
             return row
         report = json.loads(found[0].read_text(encoding="utf-8"))
-        row.update(tvd1=report["tvd1"], tvd2=report["tvd2"], tvd3=report["tvd3"], time_s=m["wall_s"])
+        row.update(tvd1=report["tvd1"], tvd2=report["tvd2"], tvd3=report["tvd3"], two_way=report["two_way"],
+                   time_s=m["wall_s"])
         rows_file = sorted((found[0].parent.parent / "synthetic").glob("*.parquet"))
         if rows_file:
             import pyarrow.parquet as pq
@@ -629,6 +635,54 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+PAIR_TOLERANCE = 0.005
+"""Issue 5: no 2-way marginal noticeably worse than the independent baseline, i.e. for every pair the mean TVD
+over the seeds is at most the baseline's mean + this."""
+
+
+def pair_means(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean TVD of every 2-way marginal over the rows that recorded them."""
+    recorded = [r["two_way"] for r in rows if r.get("status") == "ok" and r.get("two_way")]
+    if not recorded:
+        return {}
+    return {k: statistics.fmean(r[k] for r in recorded) for k in recorded[0]}
+
+
+def pair_excess(rows: list[dict[str, Any]], baseline: list[dict[str, Any]]) -> dict[str, float]:
+    """Per pair: mean TVD of ``rows`` minus mean TVD of ``baseline`` (both over their own seeds)."""
+    ours, theirs = pair_means(rows), pair_means(baseline)
+    return {k: ours[k] - theirs[k] for k in ours if k in theirs}
+
+
+def pairs_table(rows: list[dict[str, Any]]) -> str:
+    """Per system and ε: how its per-pair mean TVDs compare with the independent baseline's."""
+    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["system"], r["spec"], r["epsilon"]), []).append(r)
+    lines = [
+        "| system | spec | ε | seeds (ours/indep.) | pairs worse | pairs worse by > "
+        f"{PAIR_TOLERANCE:g} | worst excess (pair) | mean excess |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    order = {s: i for i, s in enumerate(SYSTEMS)}
+    for (system, spec, eps), rs in sorted(groups.items(), key=lambda kv: (kv[0][2], order.get(kv[0][0], 99),
+                                                                         kv[0][1])):
+        if system in ("independent", "bootstrap"):
+            continue
+        baseline = [r for (s, _, e), b in groups.items() if s == "independent" and e == eps for r in b]
+        excess = pair_excess(rs, baseline)
+        if not excess:
+            continue
+        worst = max(excess, key=lambda k: excess[k])
+        seeds = (f"{sum(1 for r in rs if r.get('two_way'))}/"
+                 f"{sum(1 for r in baseline if r.get('two_way'))}")
+        lines.append(
+            f"| {system} | {Path(spec).name} | {eps:g} | {seeds} | {sum(v > 0 for v in excess.values())} | "
+            f"{sum(v > PAIR_TOLERANCE for v in excess.values())} | {excess[worst]:+.4f} ({worst}) | "
+            f"{statistics.fmean(excess.values()):+.4f} |")
+    return "\n".join(lines)
+
+
 def warm_prefect(prefect_home: Path) -> None:
     """Migrate the shared Prefect home's database once, so no flow run pays for it."""
     env = dict(os.environ, PREFECT_HOME=str(prefect_home))
@@ -658,6 +712,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.table:
         print(table(load_rows()))
+        print()
+        print(pairs_table(load_rows()))
         return
     if any(s in PEERS for s in args.systems) and not BENCH_PY.exists():
         raise SystemExit(f"{BENCH_PY} missing: run  bash benchmarks/setup_peers.sh")
@@ -686,6 +742,8 @@ def main() -> None:
             shutil.rmtree(tmp, ignore_errors=True)
     print()
     print(table(load_rows()))
+    print()
+    print(pairs_table(load_rows()))
 
 
 if __name__ == "__main__":

@@ -545,13 +545,25 @@ class Chargeable(Protocol):
         ...
 
 
-def ledger_loss(native: Budget, definition: Definition) -> Budget:
-    """Express a mechanism's own loss in the ledger's unit (pure epsilon enters zCDP as epsilon²/2)."""
+def ledger_loss(native: Budget, definition: Definition, zcdp: ZCDPBudget | None = None) -> Budget:
+    """Express a mechanism's own loss in the ledger's unit.
+
+    Pure epsilon enters a zCDP ledger as epsilon²/2, or as ``zcdp`` when the mechanism proves a
+    tighter zCDP bound of its own (the exponential mechanism: epsilon²/8, being epsilon-bounded-range);
+    that bound is never allowed above epsilon²/2.
+    """
     if definition == "pure":
         if not isinstance(native, PureBudget):
             raise LedgerError("a pure-DP ledger cannot book a zCDP mechanism")
         return native
-    return native if isinstance(native, ZCDPBudget) else zcdp_from_pure(native)
+    if isinstance(native, ZCDPBudget):
+        return native
+    general = zcdp_from_pure(native)
+    if zcdp is None:
+        return general
+    if not 0 < zcdp.rho <= general.rho:
+        raise LedgerError("a mechanism's own zCDP bound must be positive and at most epsilon²/2; this is a bug")
+    return zcdp
 
 
 @dataclass(frozen=True)
@@ -578,7 +590,8 @@ def charge(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query:
         The measurement's public provenance.
     """
     native = mechanism.privacy_loss()
-    loss = ledger_loss(native, context.definition)
+    own_zcdp = getattr(mechanism, "zcdp_loss", None)  # a tighter zCDP bound the mechanism proves (bounded range)
+    loss = ledger_loss(native, context.definition, own_zcdp() if own_zcdp is not None else None)
     context.ledger.charge(
         context.release_id,
         stage=stage,

@@ -261,6 +261,34 @@ def zcdp_from_pure(budget: PureBudget) -> ZCDPBudget:
     return ZCDPBudget(budget.epsilon**2 / 2)
 
 
+def zcdp_from_bounded_range(budget: PureBudget) -> ZCDPBudget:
+    """An epsilon-bounded-range mechanism is (epsilon^2 / 8)-zCDP (Cesar & Rogers 2021, Lemma 3.2); exact.
+
+    The exponential mechanism P(i) ∝ exp(epsilon u_i / (2Δ)) is epsilon-bounded-range (Durfee & Rogers
+    2019, Lemma 4.2); ``docs/proofs/exponential_bounded_range.md`` has the argument. Only such mechanisms
+    may be booked this way: a general epsilon-DP one costs epsilon^2 / 2 (:func:`zcdp_from_pure`).
+
+    >>> zcdp_from_bounded_range(PureBudget(Fraction(1, 10)))
+    ZCDPBudget(rho=Fraction(1, 800))
+    """
+    return ZCDPBudget(budget.epsilon**2 / 8)
+
+
+def bounded_range_from_zcdp_share(budget: ZCDPBudget) -> PureBudget:
+    """The largest short-decimal epsilon whose epsilon-bounded-range mechanism fits in ``budget`` as zCDP.
+
+    An epsilon-bounded-range mechanism is (epsilon^2 / 8)-zCDP, so epsilon = sqrt(8 rho), rounded down.
+
+    >>> e = bounded_range_from_zcdp_share(ZCDPBudget(Fraction(1, 200))).epsilon
+    >>> e <= Fraction(1, 5) and zcdp_from_bounded_range(PureBudget(e)).rho <= Fraction(1, 200)
+    True
+    """
+    epsilon = _round_down(_dec(8 * budget.rho).sqrt(_ctx()))
+    if epsilon <= 0 or epsilon**2 / 8 > budget.rho:
+        raise ParameterError(f"rho ({float(budget.rho):g}) is too small to run an epsilon-bounded-range mechanism")
+    return PureBudget(epsilon)
+
+
 def pure_from_zcdp_share(budget: ZCDPBudget) -> PureBudget:
     """The largest short-decimal epsilon whose epsilon-DP mechanism fits in ``budget`` as zCDP.
 

@@ -60,12 +60,13 @@ class Marginal:
     Attributes:
         columns: Its columns (all inside one clique of the tree).
         values: Noisy counts, shaped by the columns' sizes.
-        variance: The noise variance of each cell.
+        variance: The noise variance of each cell: one number, or an array shaped like ``values`` (a
+            1-way summed onto coarse bins of unequal sizes has a variance per bin).
     """
 
     columns: tuple[str, ...]
     values: FloatArray
-    variance: float
+    variance: float | FloatArray
 
 
 @dataclass(frozen=True)
@@ -179,8 +180,9 @@ def estimate(tree: JunctionTree, marginals: Sequence[Marginal], total: float, *,
         expected = tuple(tree.sizes[c] for c in m.columns)
         if m.values.shape != expected:
             raise ParameterError(f"marginal {m.columns}: values of shape {m.values.shape} must be {expected}")
-        if not m.variance > 0:
-            raise ParameterError(f"marginal {m.columns}: variance must be positive")
+        variance = np.asarray(m.variance, dtype=np.float64)
+        if variance.shape not in ((), expected) or not (variance > 0).all():
+            raise ParameterError(f"marginal {m.columns}: variance must be positive, one number or one per cell")
         hosts.append(host)
     scale = max(float(total), 1.0)
 
@@ -190,7 +192,7 @@ def estimate(tree: JunctionTree, marginals: Sequence[Marginal], total: float, *,
         gradient = [np.zeros(tree.shape(i)) for i in range(len(tree.cliques))]
         for m, host in zip(marginals, hosts, strict=True):
             residual = _sum_to(probabilities[host], tree.cliques[host], m.columns) * scale - m.values
-            loss += 0.5 * float((residual * residual).sum()) / m.variance
+            loss += 0.5 * float((residual * residual / m.variance).sum())
             gradient[host] += _align(residual * (scale / m.variance), m.columns, tree.cliques[host])
         return loss, gradient, probabilities
 
@@ -198,7 +200,7 @@ def estimate(tree: JunctionTree, marginals: Sequence[Marginal], total: float, *,
     loss, gradient, probabilities = loss_and_gradient(potentials)
     if not marginals:
         return FittedModel(tree, probabilities, loss)
-    step = 1.0 / max(scale * scale / m.variance for m in marginals)
+    step = 1.0 / max(scale * scale / float(np.min(m.variance)) for m in marginals)
     for _ in range(iterations):
         while True:
             trial = [p - step * g for p, g in zip(potentials, gradient, strict=True)]

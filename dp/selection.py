@@ -29,7 +29,10 @@ booked loss is computed by this module from the scale actually used, exactly, in
 epsilon = 2Δ / scale, which is the pure-DP guarantee of both mechanisms and what OpenDP's own
 ``max_divergence`` map reports for the exponential-noise one. (The OpenDP measure chosen only
 selects the noise distribution; the Gumbel one's OpenDP map is the zCDP bound (2Δ / scale)² / 8 =
-epsilon² / 8 of Cesar & Rogers 2021, tighter than the epsilon² / 2 a zCDP ledger books today.)
+epsilon² / 8 of Cesar & Rogers 2021.) A zCDP ledger books the exponential mechanism at that bound,
+epsilon² / 8 (:meth:`ExponentialMechanism.zcdp_loss`: it is epsilon-bounded-range,
+``docs/proofs/exponential_bounded_range.md``); permute-and-flip and report-noisy-max are booked at
+the general epsilon² / 2.
 
 Every mechanism here is a frozen dataclass with a :class:`~dp.budget.PureBudget`; its scale is
 rounded up to a double and :meth:`privacy_loss` is recomputed from it, so it never exceeds the
@@ -57,7 +60,7 @@ import numpy.typing as npt
 import opendp.prelude as odp
 
 from dp.accounting import Measurement, ReleaseContext, charge, replay, seal
-from dp.budget import PureBudget, float_at_least, positive_number
+from dp.budget import PureBudget, ZCDPBudget, float_at_least, positive_number, zcdp_from_bounded_range
 from dp.errors import InternalError, ParameterError
 from dp.random import IntArray, NoiseSource
 
@@ -248,6 +251,15 @@ class ExponentialMechanism:
     def privacy_loss(self) -> PureBudget:
         """The loss epsilon = 2Δu / scale, exactly; never above the budget."""
         return PureBudget(2 * Fraction(self.score_sensitivity) / Fraction(self._scale))
+
+    def zcdp_loss(self) -> ZCDPBudget:
+        """The loss a zCDP ledger books: epsilon²/8 for epsilon = :meth:`privacy_loss`, exactly.
+
+        The mechanism is epsilon-bounded-range (every pair of outcomes' log-probability ratios between
+        neighbours differ by at most epsilon), and epsilon-bounded-range implies (epsilon²/8)-zCDP
+        (Durfee & Rogers 2019; Cesar & Rogers 2021, Lemma 3.2): ``docs/proofs/exponential_bounded_range.md``.
+        """
+        return zcdp_from_bounded_range(self.privacy_loss())
 
     def sensitivity_text(self) -> str:
         """The declared per-score sensitivity, for the ledger."""

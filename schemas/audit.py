@@ -138,7 +138,8 @@ def build_audit(
             "unit": spec.schema.privacy_unit.describe(),
             "neighbouring": "add/remove one privacy unit",
             "definition": "rho-zero-concentrated DP (zCDP)" if zcdp else "pure epsilon-DP",
-            "accountant": ("zCDP: rho adds up over measurements; epsilon-DP pieces enter as epsilon²/2"
+            "accountant": ("zCDP: rho adds up over measurements; epsilon-DP pieces enter as epsilon²/2, the "
+                           "exponential mechanism (epsilon-bounded-range) as epsilon²/8"
                            if zcdp else "sequential composition of epsilon"),
             "conversion": ("rho-zCDP to (epsilon, delta): epsilon = inf over alpha > 1 of alpha·rho + "
                            "(ln(1/(alpha·delta)) + (alpha-1)·ln(1-1/alpha)) / (alpha-1), Canonne, Kamath & Steinke "

@@ -213,7 +213,8 @@ class ReleaseSpec:
         hierarchy_split: For each hierarchy of the schema, the exact weight of each level (top first,
             the leaf column last) within the ``hierarchy`` stage.
         weighting: How a stage's budget is split over its marginals: ``cells`` (by domain size, to
-            minimise the summed expected error) or ``equal``.
+            minimise the summed expected error), ``balanced`` (by domain size to half that power: big
+            marginals get more, small ones keep enough) or ``equal``.
         seed: Public seed for synthetic sampling; None draws one (and records it).
         source: The spec file.
         dask_address: ``dask: {address: ...}``: the scheduler of an existing Dask cluster on which
@@ -236,7 +237,7 @@ class ReleaseSpec:
     source: str
     schema_path: Path
     hierarchy_split: dict[str, tuple[Fraction, ...]] = field(default_factory=dict)
-    weighting: Literal["cells", "equal"] = "cells"
+    weighting: Literal["cells", "balanced", "equal"] = "cells"
     auto_pairs: bool = False
     auto_cliques: bool = False
     root: str | None = None
@@ -702,8 +703,8 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         raise _fail(f"{where}: allocation.hierarchy", "must be 0 or absent: the schema declares no hierarchy")
 
     weighting = doc.get("weighting", "cells")
-    if weighting not in ("cells", "equal"):
-        raise _fail(f"{where}: weighting", f"({weighting!r}) must be 'cells' or 'equal'")
+    if weighting not in ("cells", "balanced", "equal"):
+        raise _fail(f"{where}: weighting", f"({weighting!r}) must be 'cells', 'balanced' or 'equal'")
 
     seed = doc.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):

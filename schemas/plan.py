@@ -2,7 +2,8 @@
 
 Pure arithmetic on public inputs (the spec and schema); nothing here reads data or the ledger.
 Under zCDP the stage budgets are shares of rho; an epsilon-DP mechanism (the sparse vector
-technique) in a zCDP release gets the epsilon whose epsilon²/2 fits its share, rounded down.
+technique) in a zCDP release gets the epsilon whose epsilon²/2 fits its share, rounded down, and the
+exponential mechanism of the selection stage (epsilon-bounded-range) the epsilon whose epsilon²/8 does.
 """
 
 from __future__ import annotations
@@ -10,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dp.budget import Budget, PureBudget, ZCDPBudget, approx_from_zcdp_cks, pure_from_zcdp_share
+from dp.budget import (
+    Budget,
+    PureBudget,
+    ZCDPBudget,
+    approx_from_zcdp_cks,
+    bounded_range_from_zcdp_share,
+    pure_from_zcdp_share,
+)
 from dp.errors import ParameterError
 from dp.marginals import marginal_key
 from schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
@@ -251,12 +259,12 @@ def _plan_cliques(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedClique
     halves = stages["selection"].split({"tree": 1, "parents": 1 if parent_rounds else 0})
     try:
         tree_share = _share(halves["tree"], tree_rounds)
-        tree_budget = tree_share if isinstance(tree_share, PureBudget) else pure_from_zcdp_share(tree_share)
+        tree_budget = tree_share if isinstance(tree_share, PureBudget) else bounded_range_from_zcdp_share(tree_share)
         parent_budget: PureBudget | None = None
         if parent_rounds:
             parent_share = _share(halves["parents"], parent_rounds)
             parent_budget = (parent_share if isinstance(parent_share, PureBudget)
-                             else pure_from_zcdp_share(parent_share))
+                             else bounded_range_from_zcdp_share(parent_share))
     except ParameterError as err:
         raise SchemaError(f"{spec.source}: allocation.selection: {err}") from None
     return PlannedCliques(tree_rounds, tree_budget, parent_rounds, parent_budget, candidates,
@@ -273,7 +281,7 @@ def _plan_selection(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedSele
     rounds = max(1, len(names) - 1)
     per_round = _share(stages["selection"], rounds)
     try:
-        run_budget = per_round if isinstance(per_round, PureBudget) else pure_from_zcdp_share(per_round)
+        run_budget = per_round if isinstance(per_round, PureBudget) else bounded_range_from_zcdp_share(per_round)
     except ParameterError as err:
         raise SchemaError(f"{spec.source}: allocation.selection: {err}") from None
     if len(spec.schema.hierarchies) > 1:
@@ -289,7 +297,7 @@ def plan_pairs(plan: ReleasePlan, spec: ReleaseSpec, pairs: list[tuple[str, str]
     return [PlannedMeasurement("two_way", pair, shares[pair]) for pair in pairs]
 
 
-def marginal_weight(cells: int, definition: str) -> Fraction:
+def marginal_weight(cells: int, definition: str, *, balanced: bool = False) -> Fraction:
     """The budget weight that minimises the summed expected L1 error of a stage's marginals.
 
     A marginal of n cells with noise scale s has expected L1 error proportional to n·s. Under zCDP,
@@ -297,15 +305,22 @@ def marginal_weight(cells: int, definition: str) -> Fraction:
     under pure DP, s ∝ 1/epsilon and epsilon_i ∝ n_i^(1/2). The weight is that power as a rational
     (to three digits): any positive rational weights split the stage exactly.
 
-    >>> marginal_weight(8, "zcdp"), marginal_weight(16, "pure")
-    (Fraction(4, 1), Fraction(4, 1))
+    ``balanced`` halves the power (n^(1/3) under zCDP): the summed error is no longer the aim, each
+    marginal's own error is. Small marginals (a 2-category 1-way) then keep enough budget while large
+    ones still get more; on Adult's 1-ways it lowers the worst column's TVD relative to both
+    (``docs/research/synthesis.md``, section 5).
+
+    >>> marginal_weight(8, "zcdp"), marginal_weight(16, "pure"), marginal_weight(8, "zcdp", balanced=True)
+    (Fraction(4, 1), Fraction(4, 1), Fraction(2, 1))
     """
     power = 2 / 3 if definition == "zcdp" else 1 / 2
+    if balanced:
+        power /= 2
     return Fraction(round(cells**power * 1000), 1000)
 
 
 def _weighted(stage: Budget, marginals: list[tuple[str, ...]], spec: ReleaseSpec) -> dict[tuple[str, ...], Budget]:
-    """Split a stage over its marginals: equally, or by domain size (``weighting: cells``, the default).
+    """Split a stage over its marginals: equally, or by domain size (``weighting: cells`` or ``balanced``).
 
     Domain sizes are the public upper bounds of :func:`_max_size` (known before any data is read).
     """
@@ -316,7 +331,7 @@ def _weighted(stage: Budget, marginals: list[tuple[str, ...]], spec: ReleaseSpec
         cells = 1
         for c in cols:
             cells *= _max_size(spec, c)
-        weights["|".join(cols)] = marginal_weight(cells, spec.definition)
+        weights["|".join(cols)] = marginal_weight(cells, spec.definition, balanced=spec.weighting == "balanced")
     split = stage.split(weights)
     return {cols: split["|".join(cols)] for cols in marginals}
 

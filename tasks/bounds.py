@@ -48,8 +48,10 @@ def find_bounds(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredBounds]:
     with Ledger.open(Path(ledger_path)) as ledger:
         context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
         for planned in plan.bounds:
+            bins = spec.schema.column(planned.column).bins
             found = discover_bounds(planned.column, sums[planned.column], grids[planned.column],
-                                    planned.run_budget, context, sensitivity=sensitivity)
+                                    planned.run_budget, context, sensitivity=sensitivity,
+                                    cheap_widening=bins is not None and bins.kind == "log")
             logger.info("bounds of %s: [%g, %g] (epsilon %.6g per run)", planned.column, found.lower, found.upper,
                         float(planned.run_budget.epsilon))
             results.append(found)

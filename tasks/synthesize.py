@@ -171,7 +171,8 @@ def _fit_junction(
     """Fit the junction tree to the noisy cliques and 1-ways (Private-PGM's estimator, :mod:`dp.junction`).
 
     The 1-ways enter summed onto the coarse codes of coarsened columns (a coarse cell adds up the
-    noisy fine cells of its bin; its variance is taken at the mean bin size).
+    noisy fine cells of its bin, so its variance is the fine variance times the bin's size: a spike
+    alone in its bin is measured as precisely as any fine cell).
     """
     maps = measured.maps
     coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else size for n, size in sizes.items()}
@@ -184,7 +185,7 @@ def _fit_junction(
         if column in maps:
             values = np.bincount(maps[column], weights=m.counts.astype(np.float64), minlength=coarse_sizes[column])
             cells = np.bincount(maps[column], minlength=coarse_sizes[column])
-            observations.append(Marginal((column,), values, m.variance * float(cells.mean())))
+            observations.append(Marginal((column,), values, m.variance * cells.astype(np.float64)))
         else:
             observations.append(Marginal((column,), m.counts.astype(np.float64), m.variance))
     fitted = estimate_junction(tree, observations, float(total))

@@ -56,9 +56,25 @@ def test_coarse_map_is_contiguous_and_balanced():
     assert (np.diff(mapping) >= 0).all() and mapping[0] == 0 and mapping.max() == 7
     sizes = np.bincount(mapping)
     assert (sizes[:-1] == 13).all() and sizes[-1] == 9  # each bin closes once it holds 1/8 of the mass
-    assert coarse_map(np.array([0.9, 0.05, 0.05]), 4).tolist() == [0, 1, 1]
+    assert coarse_map(np.array([0.9, 0.05, 0.05]), 4).tolist() == [0, 1, 2]  # the rest shares 3 bins
     with pytest.raises(ParameterError):
         coarse_map(np.ones(3), 0)
+
+
+def test_coarse_map_gives_a_spike_its_own_bin_and_splits_its_neighbours():
+    # hours-per-week: a spike at 40 between two runs; capital-gain: a spike at 0 and a thin tail.
+    hours = np.zeros(99)
+    hours[:39], hours[39], hours[40:] = 0.25 / 39, 0.47, 0.28 / 59
+    mapping = coarse_map(hours, 8)
+    assert (np.diff(mapping) >= 0).all() and mapping.max() == 7
+    assert np.flatnonzero(mapping == mapping[39]).tolist() == [39]  # the spike alone
+    assert mapping[38] < mapping[39] < mapping[40]
+    gain = np.zeros(60)
+    gain[0], gain[1:] = 0.92, 0.08 / 59
+    mapping = coarse_map(gain, 8)
+    assert mapping.tolist().count(0) == 1 and mapping.max() == 7  # the tail keeps 7 bins, not one
+    # a thin remainder at the end of a run joins the bin before it
+    assert coarse_map(np.array([0.1] * 9 + [0.01]), 4).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 2]
 
 
 def test_tree_order_hub_and_candidates():
@@ -207,3 +223,16 @@ def test_junction_sampling_follows_the_model_and_reproduces_exact_counts():
     assert (codes["a"] == codes["b"]).mean() > 0.95  # only the few adjusted rows may disagree
     within = np.bincount(codes["c"], minlength=4)
     assert abs(within[0] / within[:2].sum() - 0.8) < 0.05  # refined within the coarse bin by the fine 1-way
+
+
+def test_a_marginal_may_carry_one_variance_per_cell():
+    tree = JunctionTree((("a", "b"),), (None,), {"a": 2, "b": 2})
+    joint = Marginal(("a", "b"), np.array([[30.0, 10.0], [10.0, 50.0]]), 100.0)
+    # a precise first cell and a vague second one: the fit follows the precise one
+    one_way = Marginal(("a",), np.array([60.0, 20.0]), np.array([1e-4, 1e4]))
+    fit = estimate(tree, [joint, one_way], 100.0, iterations=300)
+    assert abs(fit.marginal(("a",))[0] * 100 - 60) < 1
+    with pytest.raises(ParameterError, match="one number or one per cell"):
+        estimate(tree, [Marginal(("a",), np.array([60.0, 40.0]), np.array([1.0, 1.0, 1.0]))], 100.0)
+    with pytest.raises(ParameterError, match="variance must be positive"):
+        estimate(tree, [Marginal(("a",), np.array([60.0, 40.0]), np.array([1.0, 0.0]))], 100.0)

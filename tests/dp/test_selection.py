@@ -387,6 +387,54 @@ def test_zcdp_ledger_books_epsilon_squared_over_two(tmp_path):
         assert record.loss == ZCDPBudget(Fraction(1, 8)) and record.native_loss == PureBudget(Fraction(1, 2))
 
 
+def test_zcdp_ledger_books_the_exponential_mechanism_at_epsilon_squared_over_eight(tmp_path):
+    em = ExponentialMechanism(1, PureBudget(Fraction(1, 2)))  # scale 4: exact
+    assert em.zcdp_loss() == ZCDPBudget(Fraction(1, 32)) and em.privacy_loss() == PureBudget(Fraction(1, 2))
+    with Ledger.open(tmp_path / "z.sqlite") as zledger:
+        zledger.register("pop", "zcdp", ZCDPBudget(1), Fraction(1, 10**9))
+        zledger.reserve("pop", "r", ZCDPBudget(1))
+        context = ReleaseContext(zledger, "r", "zcdp", SpySelection())
+        _, record = run_selection(em, [0, 1], context, stage="s", query="q")
+        assert record.loss == ZCDPBudget(Fraction(1, 32)) and record.native_loss == PureBudget(Fraction(1, 2))
+        assert [c.loss for c in zledger.charges()] == [Fraction(1, 32)]
+        # A re-run replays the sealed choice: nothing new is booked.
+        run_selection(em, [0, 1], context, stage="s", query="q")
+        assert len(zledger.charges()) == 1
+    # A pure ledger still books epsilon.
+    with Ledger.open(tmp_path / "p.sqlite") as pledger:
+        pledger.register("pop", "pure", PureBudget(1), Fraction(0))
+        pledger.reserve("pop", "r", PureBudget(1))
+        _, record = run_selection(em, [0, 1], ReleaseContext(pledger, "r", "pure", SpySelection()), stage="s",
+                                  query="q")
+        assert record.loss == PureBudget(Fraction(1, 2))
+
+
+def test_a_mechanisms_own_zcdp_bound_may_not_exceed_epsilon_squared_over_two():
+    from dp.accounting import ledger_loss
+    from dp.errors import LedgerError
+
+    assert ledger_loss(PureBudget(1), "zcdp", ZCDPBudget(Fraction(1, 8))) == ZCDPBudget(Fraction(1, 8))
+    assert ledger_loss(PureBudget(1), "zcdp") == ZCDPBudget(Fraction(1, 2))
+    with pytest.raises(LedgerError, match="at most epsilon"):
+        ledger_loss(PureBudget(1), "zcdp", ZCDPBudget(Fraction(2, 3)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scores=st.lists(st.integers(-50, 50), min_size=2, max_size=8),
+    shifts=st.lists(st.floats(-1, 1), min_size=8, max_size=8),
+    epsilon=st.sampled_from([Fraction(1, 10), Fraction(1, 2), Fraction(2)]),
+)
+def test_the_exponential_mechanism_is_epsilon_bounded_range(scores, shifts, epsilon):
+    # Bounded range (the premise of the epsilon²/8 booking): for neighbouring score vectors (each score
+    # moved by at most the sensitivity), the log-probability ratios of all outcomes lie in an interval of
+    # width epsilon, while pure DP alone would allow width 2 epsilon.
+    em = ExponentialMechanism(1, PureBudget(epsilon))
+    neighbour = [u + d for u, d in zip(scores, shifts, strict=False)]
+    ratios = np.log(em.probabilities(scores)) - np.log(em.probabilities(neighbour))
+    assert ratios.max() - ratios.min() <= float(em.privacy_loss().epsilon) + 1e-9
+
+
 # ---------------------------------------------------------------------------------------------
 # Teaching mechanisms
 

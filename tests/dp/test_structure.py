@@ -31,8 +31,10 @@ def test_with_little_noise_the_maximum_spanning_tree_is_chosen_and_every_round_i
         assert chosen == [("a", "b"), ("b", "d"), ("b", "c")]  # Kruskal on the scores; (a, d) would close a cycle
         charges = ledger.charges(release_id="r")
         assert [c.query for c in charges] == [f"spanning tree edge {i}" for i in (1, 2, 3)]
-        # epsilon²/2 each, from the Gumbel scale actually used (rounded up to a double: never above the budget)
-        assert all(Fraction(19999, 1) < c.loss <= Fraction(200) ** 2 / 2 for c in charges)
+        # epsilon²/8 each (the exponential mechanism is epsilon-bounded-range), from the Gumbel scale actually
+        # used (rounded up to a double: never above the budget); the native loss stays epsilon
+        assert all(Fraction(4999, 1) < c.loss <= Fraction(200) ** 2 / 8 for c in charges)
+        assert all(r.loss.amount == r.native_loss.amount ** 2 / 8 for r in records)
         assert [r.query for r in records] == [c.query for c in charges]
         # A re-run of the same release replays the sealed choices: same tree, no new charge.
         again, _ = select_spanning_tree(columns, list(scores), {p: -s for p, s in scores.items()},

@@ -9,7 +9,14 @@ import pytest
 from dp.accounting import Ledger, ReleaseContext
 from dp.budget import PureBudget, ZCDPBudget
 from dp.errors import ParameterError
-from dp.svt import AboveThreshold, discover_bounds, geometric_grid, run_above_threshold, tail_counts
+from dp.svt import (
+    AboveThreshold,
+    discover_bounds,
+    geometric_grid,
+    run_above_threshold,
+    svt_threshold,
+    tail_counts,
+)
 from tests.noise import SeededNoise, SpyNoise
 
 
@@ -74,6 +81,36 @@ def test_discovery_charges_two_runs_and_finds_bounds(tmp_path):
     assert 1024 <= found.upper <= 4096
     assert [c.loss for c in context.ledger.charges()] == [Fraction(1), Fraction(1)]
     cm.__exit__(None, None, None)
+
+
+def test_cheap_widening_lowers_the_threshold_so_a_thin_tail_is_not_clamped(tmp_path):
+    # A log-binned column with a thin tail (600 rows above 4096, 10 far out): the default upper threshold
+    # (query scale 4 x ln 88 = 18 rows) is reached only inside the bulk of the tail; the cheap-widening
+    # one (4 rows) already at the 10 far rows.
+    assert svt_threshold(4.0, 22, away_from_origin=True) == 18 and svt_threshold(4.0, 22, cheap_widening=True) == 4
+    values = np.concatenate([np.zeros(5000), np.full(600, 5000.0), np.full(10, 100000.0)])
+    grid = geometric_grid(0, 2**20)
+    found = []
+    for cheap in (False, True):
+        cm, context = _context(tmp_path / str(cheap), SpyNoise())  # no noise: the thresholds decide
+        found.append(discover_bounds("gain", tail_counts(values, grid), grid, PureBudget(Fraction(1)), context,
+                                     sensitivity=1, cheap_widening=cheap))
+        cm.__exit__(None, None, None)
+    assert found[0].upper == 8192.0 and found[1].upper == 131072.0  # the 10 rows at 100000 kept only when cheap
+    assert found[0].lower == found[1].lower == 0.0
+
+
+def test_the_upper_scan_of_a_non_negative_range_needs_more_rows_to_fire(tmp_path):
+    # Upper candidates of [0, 2^20] double, so a spurious early stop doubles the range: that scan's
+    # threshold is the query scale x ln(4m) (18 rows here: scale 4, m = 22) rather than ln(m) (13 rows);
+    # the lower scan, towards the origin, keeps ln(m). 15 rows at 100000 no longer hold the upper bound up.
+    assert svt_threshold(4.0, 22) == 13 and svt_threshold(4.0, 22, away_from_origin=True) == 18
+    values = np.concatenate([np.full(5000, 3000.0), np.full(15, 100000.0)])
+    grid = geometric_grid(0, 2**20)
+    cm, context = _context(tmp_path, SpyNoise())  # no noise: the thresholds decide
+    found = discover_bounds("w", tail_counts(values, grid), grid, PureBudget(Fraction(1)), context, sensitivity=1)
+    cm.__exit__(None, None, None)
+    assert (found.lower, found.upper) == (2048.0, 4096.0)
 
 
 def test_discovery_on_an_empty_table_falls_back_to_the_search_range(tmp_path):

@@ -113,7 +113,7 @@ def _spec(tmp_path, **changes):
         ({"allocation": {"bounds": 0.05, "one_way": 0.2, "selection": 0.1, "two_way": 0.6, "hierarchy": 0.05}},
          "allocation.selection: must be 0 or absent unless two_way or cliques is auto"),
         ({"two_way": "everything"}, "two_way: must be 'auto' or a list of column pairs"),
-        ({"weighting": "sqrt"}, "weighting: ('sqrt') must be 'cells' or 'equal'"),
+        ({"weighting": "sqrt"}, "weighting: ('sqrt') must be 'cells', 'balanced' or 'equal'"),
     ],
 )
 def test_spec_errors(tmp_path, changes, message):
@@ -227,7 +227,9 @@ def test_auto_spec_plans_a_private_selection_before_any_data(tmp_path):
     plan = plan_release(spec, "r", 1)
     assert plan.selection is not None and plan.selection.rounds == 13
     assert len(plan.selection.candidates) == 14 * 13 // 2
-    assert plan.selection.run_budget.epsilon ** 2 / 2 * 13 <= plan.stages["selection"].amount
+    # the exponential mechanism is booked at epsilon²/8 (bounded range): the share buys that epsilon, rounded down
+    selection = plan.stages["selection"].amount
+    assert selection * Fraction(999, 1000) < plan.selection.run_budget.epsilon ** 2 / 8 * 13 <= selection
     assert not [m for m in plan.measurements if m.stage == "two_way"]  # planned once the pairs are chosen
     assert plan.total == spec.budget
     assert any("rounds of the exponential mechanism" in line for line in plan.lines())
@@ -243,6 +245,12 @@ def test_cells_weighting_gives_larger_marginals_more_budget(tmp_path):
     assert abs(float(ratio) - (75 / 2) ** (2 / 3)) < 0.01
     equal = plan_release(load_spec(_spec(tmp_path, weighting="equal")), "r", 1)
     assert len({m.budget.amount for m in equal.measurements if m.stage == "one_way"}) == 1
+    balanced = plan_release(load_spec(_spec(tmp_path, weighting="balanced")), "r", 1)
+    by_query = {m.query: m.budget.amount for m in balanced.measurements}
+    ratio = by_query["marginal(age)"] / by_query["marginal(sex)"]
+    assert abs(float(ratio) - (75 / 2) ** (1 / 3)) < 0.01  # half the power of cells
+    one_way = sum(m.budget.amount for m in balanced.measurements if m.stage == "one_way")
+    assert one_way == balanced.stages["one_way"].amount  # the stage is split exactly
 
 
 def test_privacy_unit_id_column(tmp_path):
@@ -281,7 +289,8 @@ def test_the_adult_example_plans_a_private_junction_tree(tmp_path):
     c = plan.cliques
     assert (c.tree_rounds, c.parent_rounds, len(c.candidates)) == (13, 12, 91)
     selection = plan.stages["selection"].amount
-    assert c.tree_budget.epsilon ** 2 / 2 * 13 + c.parent_budget.epsilon ** 2 / 2 * 12 <= selection
+    booked = c.tree_budget.epsilon ** 2 / 8 * 13 + c.parent_budget.epsilon ** 2 / 8 * 12  # bounded range
+    assert selection * Fraction(999, 1000) < booked <= selection
     assert c.clique_budget.amount * 13 == plan.stages["cliques"].amount
     assert any("second parents" in line for line in plan.lines())
 
