@@ -236,3 +236,15 @@ def test_a_marginal_may_carry_one_variance_per_cell():
         estimate(tree, [Marginal(("a",), np.array([60.0, 40.0]), np.array([1.0, 1.0, 1.0]))], 100.0)
     with pytest.raises(ParameterError, match="variance must be positive"):
         estimate(tree, [Marginal(("a",), np.array([60.0, 40.0]), np.array([1.0, 0.0]))], 100.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 5), st.integers(0, 2**32 - 1))
+def test_logsumexp_matches_scipy(rows, cols, seed):
+    from scipy.special import logsumexp as reference
+
+    from dp.junction import logsumexp
+
+    array = np.random.default_rng(seed).normal(0, 50, size=(rows, cols, 3))
+    for axis in (None, 0, 1, (0, 2), (0, 1, 2)):
+        assert np.allclose(logsumexp(array, axis=axis), reference(array, axis=axis), rtol=1e-12, atol=1e-9)
