@@ -5,11 +5,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 
 from schemas.model import load_schema
 from schemas.validation import validate_batches
-from tasks import SENSITIVE
+from tasks import sensitive_task
 from tasks.ingest import check_structure, dataset_schema, row_groups
 
 
@@ -42,7 +42,7 @@ class DataQualityError(ValueError):
     """The table fails its schema; the message names columns and rules, never a value."""
 
 
-@task(name="validate_quality", **SENSITIVE)
+@sensitive_task("validate_quality")
 def validate_quality(schema_path: str, data_path: str) -> list[str]:
     """Failed rules (column and rule, never a value); empty when the data passes."""
     schema = load_schema(schema_path)

@@ -7,18 +7,18 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 
 from dp.accounting import Ledger, ReleaseContext
 from dp.random import secure_noise
 from dp.svt import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
-from tasks import SENSITIVE
+from tasks import sensitive_task
 from tasks.ingest import unit_row_groups
 
 
-@task(name="discover_bounds", **SENSITIVE)
+@sensitive_task("discover_bounds")
 def find_bounds(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredBounds]:
     """Charge and run two AboveThreshold scans per column; returns DP bounds (public)."""
     if not plan.bounds:

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 
 from dp.errors import InternalError
 from dp.evaluation import utility
@@ -28,7 +28,7 @@ from dp.risk import closest_record_distances, exact_match_share, k_anonymity_com
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from schemas.report_html import render_internal_html
-from tasks import SENSITIVE
+from tasks import sensitive_task
 from tasks.ingest import dataset_schema, open_parquet, parquet_files, row_groups
 from tasks.staging import file_sha256, write_internal
 
@@ -129,7 +129,7 @@ def _sample_synthetic(path: Path, columns: Sequence[str], chooser: np.random.Gen
     return take_rows(file.iter_batches(batch_size=1 << 20, columns=list(columns)), picked), rows
 
 
-@task(name="evaluate_utility", **SENSITIVE)
+@sensitive_task("evaluate_utility")
 def evaluate_utility(plan: ReleasePlan, staging: str, table_file: str) -> None:
     """Write the internal report: utility (TVD yardstick), disclosure risk, the input's fingerprint.
 

@@ -14,14 +14,14 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 
 from dp.contributions import BoundedRows, bound_contributions
 from dp.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
 from schemas.model import PrivacyUnit, TableSchema, load_spec
 from schemas.plan import ReleasePlan
 from schemas.validation import structural_problems
-from tasks import SENSITIVE
+from tasks import sensitive_task
 
 RowGroupRef = tuple[str, int]
 """One partition of the map: a Parquet file's path and the index of one of its row groups."""
@@ -168,13 +168,13 @@ def count_partition(
     return count_all(read_row_groups(refs, [d.name for d in domains]), domains, rules, workload, maps)
 
 
-count_row_groups = task(name="count_row_groups", **SENSITIVE)(count_partition)
+count_row_groups = sensitive_task("count_row_groups")(count_partition)
 """:func:`count_partition` as a Prefect task for a remote task runner (e.g. Dask). It reads its own
 row groups by (file, index), so raw rows never cross a task boundary; it returns exact partial
 counts (raw aggregates), hence no retries, no cache, no persisted result."""
 
 
-@task(name="inspect_table", **SENSITIVE)
+@sensitive_task("inspect_table")
 def inspect_table(plan: ReleasePlan) -> None:
     """Check the file's columns and physical types against the schema before any noise is drawn.
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 from prefect.task_runners import TaskRunner
 
 from dp.accounting import Ledger, Measurement, ReleaseContext, measure
@@ -28,7 +28,7 @@ from dp.svt import DiscoveredBounds
 from schemas.encoding import domains_for, rules_for
 from schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema, load_spec
 from schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
-from tasks import SENSITIVE
+from tasks import sensitive_task
 from tasks.ingest import count_row_groups, row_group_refs, unit_row_groups
 from tasks.staging import write_internal
 
@@ -149,7 +149,7 @@ def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray
     return counts
 
 
-@task(name="measure_marginals", **SENSITIVE)
+@sensitive_task("measure_marginals")
 def measure_marginals(
     plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str, staging: str, dask: str | None = None
 ) -> Measured:

@@ -6,14 +6,14 @@ import hashlib
 from fractions import Fraction
 from pathlib import Path
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 
 from dp.accounting import Ledger, LedgerStatus
 from dp.budget import describe
 from dp.errors import LedgerError
 from schemas.model import ReleaseSpec, load_spec
 from schemas.plan import ReleasePlan, plan_release
-from tasks import SENSITIVE
+from tasks import sensitive_task
 
 
 def _sha256(path: Path) -> str:
@@ -31,7 +31,7 @@ def _facts(spec: ReleaseSpec, seed: int, before: LedgerStatus) -> dict[str, obje
     }
 
 
-@task(name="plan_budget", **SENSITIVE)
+@sensitive_task("plan_budget")
 def plan_budget(spec_path: str, release_id: str, ledger_path: str, seed: int) -> tuple[ReleasePlan, LedgerStatus]:
     """Load the spec, split its budget exactly, and reserve it in the ledger.
 

@@ -18,7 +18,7 @@ from schemas.audit import build_audit, render_markdown
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from schemas.report_html import render_html
-from tasks import PUBLIC, SENSITIVE
+from tasks import PUBLIC, sensitive_task
 from tasks.measure import Measured
 from tasks.staging import MANIFEST, file_entries, file_sha256, final_dir, verify_release
 from tasks.synthesize import SynthesisResult
@@ -86,7 +86,7 @@ def _manifest(plan: ReleasePlan, root: Path) -> dict[str, object]:
     }
 
 
-@task(name="publish_release", **SENSITIVE)
+@sensitive_task("publish_release")
 def publish_release(plan: ReleasePlan, staging: str, out: str, ledger_path: str) -> str:
     """Write the manifest, verify it, rename the staging folder into place and close the ledger entry."""
     root = Path(staging)

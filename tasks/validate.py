@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from schemas.validation import validate_batches as run_expectations
-from tasks import SENSITIVE
+from tasks import sensitive_task
 from tasks.ingest import dataset_schema, row_groups
 from tasks.staging import write_internal
 
 
-@task(name="validate_table", **SENSITIVE)
+@sensitive_task("validate_table")
 def validate_table(plan: ReleasePlan, staging: str) -> None:
     """Validate the table against the schema's expectation suite; write the steward-only result.
 

@@ -1,7 +1,8 @@
 """DP-safe Prefect: task settings, and no raw value anywhere Prefect keeps things.
 
-1. Every task tagged ``dp:sensitive`` has no retries, no cache and no persisted result; every task
-   of a module that reads raw data carries the tag (a new untagged raw-data task fails here).
+1. Every task marked ``dp_sensitive`` (:func:`tasks.sensitive_task`) has no retries, no cache and no
+   persisted result; every task of a module that reads raw data carries the mark (a new unmarked
+   raw-data task fails here).
 2. Releases and data-quality runs of a table seeded with canary strings and numbers, under a fresh
    PREFECT_HOME in a subprocess (a success, a structural validation failure, a stage that raises),
    then a byte search of everything Prefect wrote (database, -wal, -shm, storage), the captured
@@ -27,7 +28,7 @@ import pytest
 
 import flows
 import tasks
-from tasks import SENSITIVE_TAG
+from tasks import is_sensitive, mark_sensitive
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
@@ -61,9 +62,9 @@ def _violations(found: list[tuple[str, object]]) -> list[str]:
     problems = []
     for module, task in found:
         label = f"{module}:{task.name}"
-        if module in RAW_DATA_MODULES and SENSITIVE_TAG not in task.tags:
-            problems.append(f"{label} reads raw data but is not tagged {SENSITIVE_TAG}")
-        if SENSITIVE_TAG in task.tags:
+        if module in RAW_DATA_MODULES and not is_sensitive(task):
+            problems.append(f"{label} reads raw data but is not marked dp_sensitive")
+        if is_sensitive(task):
             if task.retries != 0:
                 problems.append(f"{label}: retries must be 0 (found {task.retries})")
             if type(task.cache_policy) is not type(NO_CACHE):
@@ -75,17 +76,17 @@ def _violations(found: list[tuple[str, object]]) -> list[str]:
     return problems
 
 
-def test_every_sensitive_task_has_dp_safe_settings_and_every_raw_data_task_is_tagged():
+def test_every_sensitive_task_has_dp_safe_settings_and_every_raw_data_task_is_marked():
     found = _all_tasks()
     modules = {module for module, _ in found}
     assert RAW_DATA_MODULES <= modules, f"no task found in {sorted(RAW_DATA_MODULES - modules)}"
-    sensitive = [task.name for _, task in found if SENSITIVE_TAG in task.tags]
+    sensitive = [task.name for _, task in found if is_sensitive(task)]
     assert {"inspect_table", "validate_table", "measure_marginals", "discover_bounds", "evaluate_utility",
             "validate_quality", "plan_budget", "publish_release"} <= set(sensitive)
     assert _violations(found) == []
 
 
-def test_the_walk_catches_an_untagged_raw_data_task_and_unsafe_settings():
+def test_the_walk_catches_an_unmarked_raw_data_task_and_unsafe_settings():
     from prefect import task
     from prefect.cache_policies import DEFAULT
 
@@ -94,12 +95,12 @@ def test_the_walk_catches_an_untagged_raw_data_task_and_unsafe_settings():
     def read_raw(path: str) -> int:
         return len(path)
 
-    untagged = task(name="read_raw", **PUBLIC)(read_raw)
-    retrying = task(name="read_raw_retrying", **{**SENSITIVE, "retries": 2})(read_raw)
-    cached = task(name="read_raw_cached", retries=0, cache_policy=DEFAULT, persist_result=True,
-                  tags=[SENSITIVE_TAG])(read_raw)
-    problems = _violations([("tasks.ingest", untagged), ("tasks.measure", retrying), ("tasks.plan", cached)])
-    assert any("tasks.ingest:read_raw reads raw data but is not tagged" in p for p in problems)
+    unmarked = task(name="read_raw", **PUBLIC)(read_raw)
+    retrying = mark_sensitive(task(name="read_raw_retrying", **{**SENSITIVE, "retries": 2})(read_raw))
+    cached = mark_sensitive(task(name="read_raw_cached", retries=0, cache_policy=DEFAULT,
+                                 persist_result=True)(read_raw))
+    problems = _violations([("tasks.ingest", unmarked), ("tasks.measure", retrying), ("tasks.plan", cached)])
+    assert any("tasks.ingest:read_raw reads raw data but is not marked" in p for p in problems)
     assert any("read_raw_retrying: retries must be 0" in p for p in problems)
     assert any("read_raw_cached: cache_policy must be NO_CACHE" in p for p in problems)
     assert any("read_raw_cached: persist_result must be False" in p for p in problems)
