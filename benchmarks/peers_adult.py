@@ -11,7 +11,11 @@ What runs (every system in its own subprocess, one at a time, so wall time and p
     (``release_cap`` and ``lifetime_budget`` scaled up with it, ``seed`` set to the run's seed) — validation,
     bounds discovery (SVT), measurement, estimation, sampling, reports, publication, on the embedded Prefect
     API. Its utility figures are read from the release's ``internal/utility.json``. Wall time is the whole
-    command (interpreter start, Prefect's embedded API, everything).
+    command (interpreter start, Prefect's embedded API, everything). Its "fit+sample" column is the flow run
+    itself (``flow_s``, from Prefect's log lines: from "Beginning flow run" to the flow's "Finished in
+    state"): every stage of the release with Prefect's orchestration, but not the interpreter's start, the
+    imports before the flow or the embedded API's start (the peers' fit + sample excludes their process
+    start and imports too); ``stages_s`` holds each stage's share.
 ``dprelease-core``
     The synthesis core alone: estimation + sampling. A first, untimed process runs the same path up to the
     noisy measurements (``plan_budget``, ``find_bounds``, ``measure_marginals``, called through their
@@ -78,6 +82,7 @@ import json
 import os
 import pickle
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -504,6 +509,40 @@ class Evaluator:
                 "two_way": report.two_way}
 
 
+_STAMP = r"^(\d\d):(\d\d):(\d\d\.\d+) \| \w+\s+\| "
+
+
+def flow_timing(log: str) -> tuple[float | None, dict[str, float]]:
+    """The release flow's duration and each stage's, from Prefect's log lines.
+
+    The flow runs from "Beginning flow run" to its own "Finished in state"; a stage (task) lasts from
+    the end of the previous one (or the flow's start) to its own end, the tasks running one after the
+    other. This is every stage of the release with Prefect's orchestration, without the interpreter's
+    start, the imports before the flow and the embedded API's start.
+    """
+    def seconds(match: re.Match[str]) -> float:
+        return int(match[1]) * 3600 + int(match[2]) * 60 + float(match[3])
+
+    start = end = None
+    stages: dict[str, float] = {}
+    previous = None
+    for line in log.splitlines():
+        stamp = re.match(_STAMP, line)
+        if not stamp:
+            continue
+        if start is None and "Beginning flow run" in line:
+            start = previous = seconds(stamp)
+        task = re.search(r"Task run '([A-Za-z_]+)-[^']*' - Finished in state", line)
+        if task and previous is not None:
+            stages[task[1]] = round(seconds(stamp) - previous, 3)
+            previous = seconds(stamp)
+        if start is not None and re.search(r"Flow run '[^']*' - Finished in state", line):
+            end = seconds(stamp)
+    if start is None or end is None:
+        return None, stages
+    return round((end - start) % 86400, 3), stages
+
+
 def run_one(system: str, spec: Path, epsilon: float, seed: int, tmp: Path, prefect_home: Path,
             evaluate: Evaluator, aim_timeout: float) -> dict[str, Any]:
     work = tmp / f"{system}-{epsilon:g}-{seed}"
@@ -551,6 +590,9 @@ def run_one(system: str, spec: Path, epsilon: float, seed: int, tmp: Path, prefe
         report = json.loads(found[0].read_text(encoding="utf-8"))
         row.update(tvd1=report["tvd1"], tvd2=report["tvd2"], tvd3=report["tvd3"], two_way=report["two_way"],
                    time_s=m["wall_s"])
+        flow_s, stages = flow_timing((work / "log.txt").read_text(encoding="utf-8", errors="replace"))
+        if flow_s is not None:
+            row.update(flow_s=flow_s, fit_sample_s=flow_s, stages_s=stages)
         rows_file = sorted((found[0].parent.parent / "synthetic").glob("*.parquet"))
         if rows_file:
             import pyarrow.parquet as pq
