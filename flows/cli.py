@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -50,18 +51,45 @@ def _default_ledger(value: str | None) -> str:
     return value or str(state_dir() / "ledger.sqlite")
 
 
+def _preload() -> threading.Thread:
+    """Import the later stages' heavy libraries in a thread while Prefect starts its embedded API.
+
+    Great Expectations (validation) and matplotlib (the reports) take about two seconds to import,
+    inside the flow; the embedded API's start keeps this process waiting for several seconds first.
+    A stage that imports one of them waits for the import under way (Python's per-module import
+    lock); a failed preload costs nothing but the time it meant to save.
+    """
+
+    def work() -> None:
+        try:
+            from schemas.validation import preload_great_expectations
+
+            preload_great_expectations()
+            import matplotlib.backends.backend_agg
+            import matplotlib.figure  # noqa: F401
+        except Exception:
+            pass
+
+    thread = threading.Thread(target=work, name="dprelease-preload", daemon=True)
+    thread.start()
+    return thread
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     """Run the release flow on the embedded Prefect API."""
     from dp.errors import BudgetExceededError
     from flows.release import release
 
     started = time.monotonic()
+    preload = _preload()
     try:
         target = release(spec=args.spec, out=args.out, ledger=_default_ledger(args.ledger), release_id=args.release_id,
                          dask=args.dask)
     except BudgetExceededError as err:
         print(f"dprelease: refused: {err}", file=sys.stderr)
         return EXIT_FAIL
+    finally:
+        preload.join()
     print(f"\nRelease published in {time.monotonic() - started:.1f} s: {target}")
     for name in ("synthetic", "marginals", "audit.html", "audit.md", "audit.json", "manifest.json", "internal"):
         suffix = {"audit.html": "   (the privacy audit report: open it in a browser)",

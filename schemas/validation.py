@@ -42,6 +42,7 @@ __all__ = [
     "Problem",
     "ValidationReport",
     "build_suite",
+    "preload_great_expectations",
     "structural_problems",
     "validate_batches",
     "validate_table",
@@ -282,6 +283,16 @@ def build_suite(schema: TableSchema, *, checkable: Collection[str] | None = None
 
 # ---------------------------------------------------------------------------------------------
 # Running the suite
+
+
+def preload_great_expectations() -> None:
+    """Import Great Expectations now (quietly): a caller with time to spare may do so in a thread.
+
+    The import takes about two seconds; the validation task imports it anyway, and waits for an
+    import already under way in another thread (Python's per-module import lock).
+    """
+    _quiet_great_expectations()
+    import great_expectations  # noqa: F401
 
 
 def _quiet_great_expectations() -> None:
