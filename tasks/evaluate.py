@@ -89,7 +89,7 @@ class _RealPass:
     """
 
     def __init__(self, data: Path, columns: Sequence[str], rows: int) -> None:
-        self.data, self.columns, self.rows = data, list(columns), rows
+        self.data, self.columns = data, list(columns)
         order = secure_order(rows, min(rows, EVALUATION_ROWS)) if rows else np.zeros(0, dtype=np.int64)
         self.ascending = np.sort(order)
         self.order = np.searchsorted(self.ascending, order).astype(np.int64)
