@@ -283,10 +283,7 @@ def bounded_range_from_zcdp_share(budget: ZCDPBudget) -> PureBudget:
     >>> e <= Fraction(1, 5) and zcdp_from_bounded_range(PureBudget(e)).rho <= Fraction(1, 200)
     True
     """
-    epsilon = _round_down(_dec(8 * budget.rho).sqrt(_ctx()))
-    if epsilon <= 0 or epsilon**2 / 8 > budget.rho:
-        raise ParameterError(f"rho ({float(budget.rho):g}) is too small to run an epsilon-bounded-range mechanism")
-    return PureBudget(epsilon)
+    return _epsilon_within(budget, 8, "an epsilon-bounded-range mechanism")
 
 
 def pure_from_zcdp_share(budget: ZCDPBudget) -> PureBudget:
@@ -298,9 +295,14 @@ def pure_from_zcdp_share(budget: ZCDPBudget) -> PureBudget:
     >>> e <= Fraction(1, 10) and zcdp_from_pure(PureBudget(e)).rho <= Fraction(1, 200)
     True
     """
-    epsilon = _round_down(_dec(2 * budget.rho).sqrt(_ctx()))
-    if epsilon <= 0 or epsilon**2 / 2 > budget.rho:
-        raise ParameterError(f"rho ({float(budget.rho):g}) is too small to run an epsilon-DP mechanism")
+    return _epsilon_within(budget, 2, "an epsilon-DP mechanism")
+
+
+def _epsilon_within(budget: ZCDPBudget, divisor: int, mechanism: str) -> PureBudget:
+    """The largest short-decimal epsilon with epsilon² / ``divisor`` <= rho: sqrt(divisor · rho), rounded down."""
+    epsilon = _round_down(_dec(divisor * budget.rho).sqrt(_ctx()))
+    if epsilon <= 0 or epsilon**2 / divisor > budget.rho:
+        raise ParameterError(f"rho ({float(budget.rho):g}) is too small to run {mechanism}")
     return PureBudget(epsilon)
 
 
