@@ -8,7 +8,37 @@ from __future__ import annotations
 from fractions import Fraction
 
 
-class DPError(Exception):
+class DPReleaseError(Exception):
+    """Root of every *expected* error of dprelease: bad input, a refusal by the ledger, a broken rule.
+
+    Its message is built from public values only (a file, a setting, a column name and the rule it
+    broke, budgets), so it may be shown on a terminal, in a Prefect state and in logs. Anything else
+    raised where raw rows are handled (a library's error, an unexpected failure) is replaced by a
+    message-free :class:`StageFailed` before it leaves its stage.
+    """
+
+
+class StageFailed(Exception):
+    """A stage that handles raw rows failed unexpectedly; names the stage and the exception type only.
+
+    The original exception's text may hold a value read from the data, so it is written to the
+    steward-only area and never carried here (no message, no cause, no context).
+
+    Attributes:
+        stage: The stage (task) name.
+        kind: The original exception's type name.
+    """
+
+    def __init__(self, stage: str, kind: str):
+        super().__init__(f"stage {stage} failed with {kind}; the details are in the steward-only area")
+        self.stage = stage
+        self.kind = kind
+
+    def __reduce__(self) -> tuple[type[StageFailed], tuple[str, str]]:
+        return (type(self), (self.stage, self.kind))
+
+
+class DPError(DPReleaseError):
     """Root of every error raised by ``dp``."""
 
 
@@ -32,6 +62,16 @@ class BudgetExceededError(DPError):
         self.remaining = remaining
         self.requested = requested
         self.unit = unit
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_budget_error, (str(self), self.dataset, self.remaining, self.requested, self.unit))
+
+
+def _budget_error(
+    message: str, dataset: str, remaining: Fraction, requested: Fraction, unit: str
+) -> BudgetExceededError:
+    """Rebuild a pickled :class:`BudgetExceededError` (its keyword-only arguments need a helper)."""
+    return BudgetExceededError(message, dataset=dataset, remaining=remaining, requested=requested, unit=unit)
 
 
 class DomainError(DPError, ValueError):

@@ -3,9 +3,19 @@
 INTERNAL ONLY: these figures are computed from the raw table without noise. They go to the
 steward's internal report and to benchmarks, never into a public release.
 
-Total variation distance (½ · L1 between normalised histograms) averaged over all 1-way and all
-2-way marginals (and a fixed random sample of 3-way marginals). Numeric columns are cut into 16
-bins at the *real* data's quantiles (evaluation only); a null is a bin of its own.
+The definition is the evaluator's, ``shared/bench/utility.py``, line for line (a test checks that
+both give the same figures): total variation distance (½ · L1 between normalised histograms)
+averaged over every 1-way and 2-way marginal and over a fixed random sample of 300 3-way
+marginals. A column whose real values are mostly numbers (at least half parse as a number) with
+more than 16 distinct values is cut into up to 16 bins at the *real* data's quantiles; any value
+that is not a number (a null, a code such as ``"N"``) keeps a label of its own. Other columns are
+categories, numbers among them compared by their ``%g`` spelling (``1``, ``1.0`` and ``"1"`` are one
+category).
+
+The arithmetic cannot fail on extreme values: numbers are converted without overflow checks
+(2⁵³ + 1 becomes the nearest double), and a joint marginal is counted over the cells that occur
+(sorting the rows' keys), never over the product of the columns' sizes, so a column full of
+unexpected labels costs memory in rows, not in cells.
 """
 
 from __future__ import annotations
@@ -17,36 +27,101 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+NULL_LABEL = "\u2205"
+"""The label of a null (the evaluator's)."""
+
+
+def _series(column: pa.ChunkedArray) -> pd.Series:
+    """A column as pandas, as ``pandas.read_parquet`` gives it (nulls of an int column become NaN)."""
+    return column.to_pandas()
+
+
+def _numbers(series: pd.Series) -> FloatArray:
+    """Every value as a double, NaN where it is not a number (no overflow check: this never raises)."""
+    with np.errstate(all="ignore"):
+        return np.asarray(pd.to_numeric(series, errors="coerce").astype(float).to_numpy(), dtype=np.float64)
+
+
+def _labels(series: pd.Series) -> npt.NDArray[np.object_]:
+    return np.asarray(series.astype(object).where(series.notna(), NULL_LABEL).astype(str).to_numpy(), dtype=object)
+
+
+def _edges(real: FloatArray, max_bins: int) -> FloatArray | None:
+    """Quantile bin edges when the real column is numeric (most values numbers, many distinct), else None."""
+    finite = real[~np.isnan(real)]
+    if real.size == 0 or finite.size / real.size < 0.5:
+        return None
+    distinct = np.unique(finite)
+    if distinct.size <= max_bins:
+        return None
+    return np.asarray(np.unique(np.quantile(finite, np.linspace(0, 1, max_bins + 1))), dtype=np.float64)
+
+
+def _spell(values: FloatArray) -> npt.NDArray[np.object_]:
+    """``%g`` spellings of numbers, formatted once per distinct value."""
+    distinct, inverse = np.unique(values, return_inverse=True)
+    spelled = np.array([format(v, "g") for v in distinct.tolist()], dtype=object)
+    return np.asarray(spelled[inverse.reshape(-1)], dtype=object)
 
 
 def _codes(
     real: pa.ChunkedArray, synthetic: pa.ChunkedArray, bins: int
 ) -> tuple[IntArray, IntArray, int, list[str]]:
     """Common evaluation codes of one column in both tables; returns the code count and labels too."""
-    if pa.types.is_integer(real.type) or pa.types.is_floating(real.type):
-        r = np.asarray(pc.cast(real, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-        s = np.asarray(pc.cast(synthetic, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-        finite = r[~np.isnan(r)]
-        edges = np.unique(np.quantile(finite, np.linspace(0, 1, bins + 1)[1:-1])) if finite.size else np.array([])
-        size = len(edges) + 2  # bins, plus null
-        rc = np.where(np.isnan(r), size - 1, np.searchsorted(edges, r, side="right"))
-        sc = np.where(np.isnan(s), size - 1, np.searchsorted(edges, s, side="right"))
+    rs, ss = _series(real), _series(synthetic)
+    rv, sv = _numbers(rs), _numbers(ss)
+    edges = _edges(rv, bins)
+    keys: list[npt.NDArray[np.object_]] = []
+    for series, values in ((rs, rv), (ss, sv)):
+        own = _labels(series)
+        nan = np.isnan(values)
+        if edges is not None:
+            with np.errstate(invalid="ignore"):
+                found = np.searchsorted(edges, np.where(nan, 0.0, values), side="right") - 1
+            bin_index = np.clip(found, 0, len(edges) - 2)
+            spelled = np.char.add("#bin", bin_index.astype(str)).astype(object)
+        else:
+            spelled = _spell(np.where(nan, 0.0, values))
+        keys.append(np.where(nan, own, spelled))
+    both = np.concatenate(keys)
+    names, inverse = np.unique(both.astype(str), return_inverse=True)
+    codes = np.asarray(inverse.reshape(-1), dtype=np.int64)
+    labels: list[str] = [str(x) for x in names.tolist()]
+    if edges is not None:
         cuts = [f"{x:g}" for x in edges]
-        labels = [f"< {cuts[0]}"] + [f"[{a}, {b})" for a, b in itertools.pairwise(cuts)] + [f">= {cuts[-1]}"] \
-            if cuts else ["all"]
-        return rc.astype(np.int64), sc.astype(np.int64), size, [*labels, "<null>"]
-    both = pa.chunked_array(real.chunks + synthetic.chunks, type=real.type) if synthetic.type == real.type else \
-        pa.chunked_array(real.chunks + pc.cast(synthetic, real.type).chunks)
-    encoded = pc.dictionary_encode(both).combine_chunks()
-    indices = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    size = len(encoded.dictionary) + 1
-    indices = np.where(indices < 0, size - 1, indices)
-    labels = [str(x) for x in encoded.dictionary.to_pylist()] + ["<null>"]
-    return indices[: len(real)], indices[len(real):], size, labels
+        readable = {f"#bin{i}": f"[{a}, {b})" for i, (a, b) in enumerate(itertools.pairwise(cuts))}
+        labels = [readable.get(x, "<null>" if x == NULL_LABEL else x) for x in labels]
+    else:
+        labels = ["<null>" if x == NULL_LABEL else x for x in labels]
+    return codes[: len(rs)], codes[len(rs):], len(names), labels
+
+
+def joint_tvd(real: Sequence[IntArray], synthetic: Sequence[IntArray]) -> float:
+    """TVD of the joint histogram of some coded columns, counted over the cells that occur.
+
+    Keys are compacted column by column (``np.unique``), so they never exceed the row count times
+    one column's size: no overflow and no allocation of the product of the sizes.
+    """
+    n_real = len(real[0])
+    key = np.concatenate([real[0], synthetic[0]]).astype(np.int64)
+    for r, s in zip(real[1:], synthetic[1:], strict=True):
+        _, key = np.unique(key, return_inverse=True)
+        other = np.concatenate([r, s]).astype(np.int64)
+        key = key.reshape(-1).astype(np.int64) * (int(other.max(initial=0)) + 1) + other
+    _, cell = np.unique(key, return_inverse=True)
+    cell = cell.reshape(-1)
+    size = int(cell.max(initial=-1)) + 1
+    p = np.bincount(cell[:n_real], minlength=size).astype(np.float64)
+    q = np.bincount(cell[n_real:], minlength=size).astype(np.float64)
+    p /= max(float(p.sum()), 1.0)
+    q /= max(float(q.sum()), 1.0)
+    return float(0.5 * np.abs(p - q).sum())
 
 
 @dataclass(frozen=True)
@@ -74,41 +149,28 @@ def _frequencies(codes: IntArray, size: int) -> list[float]:
     return [float(x) for x in counts / max(counts.sum(), 1.0)]
 
 
-def _tvd(a: IntArray, b: IntArray, size: int) -> float:
-    p = np.bincount(a, minlength=size).astype(np.float64)
-    q = np.bincount(b, minlength=size).astype(np.float64)
-    p /= max(p.sum(), 1.0)
-    q /= max(q.sum(), 1.0)
-    return float(0.5 * np.abs(p - q).sum())
-
-
 def utility(
     real: pa.Table, synthetic: pa.Table, columns: Sequence[str], *, bins: int = 16, three_way: int = 300, seed: int = 0
 ) -> UtilityReport:
-    """TVD yardstick between ``real`` and ``synthetic`` over ``columns``."""
+    """TVD yardstick between ``real`` and ``synthetic`` over ``columns`` (``shared/bench/utility.py``'s)."""
     coded = {c: _codes(real.column(c), synthetic.column(c), bins) for c in columns}
-    one = {c: _tvd(rc, sc, size) for c, (rc, sc, size, _) in coded.items()}
+    one = {c: joint_tvd([rc], [sc]) for c, (rc, sc, _, _) in coded.items()}
     histograms: dict[str, dict[str, list[Any]]] = {
         c: {"labels": list(labels), "real": _frequencies(rc, size), "synthetic": _frequencies(sc, size)}
         for c, (rc, sc, size, labels) in coded.items()
     }
 
     def joint(cols: Sequence[str]) -> float:
-        rflat = np.zeros(real.num_rows, dtype=np.int64)
-        sflat = np.zeros(synthetic.num_rows, dtype=np.int64)
-        size = 1
-        for c in cols:
-            rc, sc, k, _ = coded[c]
-            rflat, sflat, size = rflat * k + rc, sflat * k + sc, size * k
-        return _tvd(rflat, sflat, size)
+        return joint_tvd([coded[c][0] for c in cols], [coded[c][1] for c in cols])
 
     two = {f"{a}|{b}": joint((a, b)) for a, b in itertools.combinations(columns, 2)}
     triples = list(itertools.combinations(columns, 3))
     tvd3: float | None = None
     if triples and three_way > 0:
         chooser = np.random.default_rng(seed)  # evaluation only, not noise: sampling which 3-way marginals to score
-        picks = chooser.choice(len(triples), size=min(three_way, len(triples)), replace=False)
-        tvd3 = float(np.mean([joint(triples[i]) for i in picks]))
+        if len(triples) > three_way:
+            triples = [triples[i] for i in chooser.choice(len(triples), three_way, replace=False)]
+        tvd3 = float(np.mean([joint(t) for t in triples]))
     return UtilityReport(
         tvd1=float(np.mean(list(one.values()))),
         tvd2=float(np.mean(list(two.values()))) if two else 0.0,

@@ -64,7 +64,7 @@ def _null_mask(column: pa.ChunkedArray) -> BoolArray:
 
 def _floats(column: pa.ChunkedArray) -> FloatArray:
     """The column as float64, nulls as NaN."""
-    return np.asarray(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    return np.asarray(pc.cast(column, pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _check_columns(columns: Sequence[str], tables: Mapping[str, pa.Table], what: str = "columns") -> list[str]:
@@ -95,8 +95,11 @@ def _exact_codes(real: pa.ChunkedArray, synthetic: pa.ChunkedArray, name: str) -
         target = pa.int64() if pa.types.is_integer(real.type) and pa.types.is_integer(synthetic.type) else pa.float64()
         try:
             both = pa.chunked_array(pc.cast(real, target).chunks + pc.cast(synthetic, target).chunks, type=target)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise ParameterError(f"columns ({name!r}) must hold numbers representable as {target}") from e
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            # An integer beyond int64 (uint64): compare as doubles, unchecked; never fail on a value.
+            target = pa.float64()
+            both = pa.chunked_array(pc.cast(real, target, safe=False).chunks
+                                    + pc.cast(synthetic, target, safe=False).chunks, type=target)
         nulls = _null_mask(both)
         values = np.asarray(pc.fill_null(both, 0).to_numpy(zero_copy_only=False))
         _, inverse = np.unique(values[~nulls], return_inverse=True)

@@ -9,7 +9,7 @@ from prefect import flow, get_run_logger
 
 from schemas.model import load_schema
 from schemas.validation import validate_batches
-from tasks import sensitive_task
+from tasks import DPReleaseError, sensitive_task
 from tasks.ingest import check_structure, dataset_schema, row_groups
 
 
@@ -38,7 +38,7 @@ def junit_report(suite_name: str, cases: list[tuple[str, str, str | None, bool]]
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
-class DataQualityError(ValueError):
+class DataQualityError(DPReleaseError, ValueError):
     """The table fails its schema; the message names columns and rules, never a value."""
 
 

@@ -6,12 +6,18 @@
 exit 0 when the data passes, 1 when it fails the schema, 2 on a usage or schema error;
 ``dprelease verify RELEASE_DIR``  check every public file against the manifest (exit 1 on a mismatch);
 ``dprelease report RELEASE_DIR``  re-render ``audit.html`` and ``audit.md`` from ``audit.json``.
+
+Exit codes of ``release`` (see :data:`EXIT_CODES`): 0 published (or already published and intact),
+1 an unexpected failure, 2 a usage, spec, schema or input error (caught before anything is
+reserved), 3 refused by the ledger (the budget does not allow it, or the ledger's state forbids it).
+Every expected failure is one line on stderr; ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import threading
 import time
@@ -19,30 +25,51 @@ from pathlib import Path
 
 from flows.settings import configure, state_dir
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+EXIT_CODES = {
+    EXIT_PASS: "published (or already published and intact); for check: the data passes",
+    EXIT_FAIL: "an unexpected failure (a stage failed; details in the steward-only area); for check: the data fails",
+    EXIT_USAGE: "a usage, spec, schema or input error, caught before any budget is reserved",
+    EXIT_REFUSED: "refused by the ledger: the budget does not allow it, or the ledger's state forbids it",
+}
+"""What each exit code of ``dprelease`` means (the same words are in README.md)."""
+
+GATE_NOTE = ("note: this check is not differentially private (a rule's outcome says something about the rows); "
+             "keep its output in the steward's CI, not in public logs")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dprelease", description="Differentially private synthetic-data releases.")
+    parser = argparse.ArgumentParser(
+        prog="dprelease", description="Differentially private synthetic-data releases.",
+        epilog="exit codes: " + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items()))
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of failures (steward's terminal only)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks of failures (steward's terminal only)")
     sub = parser.add_subparsers(dest="command", required=True)
-    rel = sub.add_parser("release", help="run a release described by a spec")
+    rel = sub.add_parser("release", parents=[common], help="run a release described by a spec")
     rel.add_argument("spec", help="release spec (YAML)")
     rel.add_argument("--out", default="releases", help="output folder (default: ./releases)")
     rel.add_argument("--ledger", default=None, help="privacy ledger (default: ./.dprelease/ledger.sqlite)")
     rel.add_argument("--release-id", default=None, help="release id (default: a fresh one)")
     rel.add_argument("--dask", default=None, metavar="ADDRESS",
                      help="count row groups on the Dask cluster at this scheduler address (wins over the spec's dask)")
-    plan = sub.add_parser("plan", help="print the budget plan of a spec without reading data")
+    plan = sub.add_parser("plan", parents=[common],
+                          help="print the budget plan of a spec without reading data")
     plan.add_argument("spec")
     plan.add_argument("--ledger", default=None, help="show the dataset's position in this ledger too")
-    check = sub.add_parser("check", help="validate a table against a schema (exit 0 pass, 1 fail, 2 error)")
+    check = sub.add_parser("check", parents=[common],
+                           help="validate a table against a schema (exit 0 pass, 1 fail, 2 error); non-private: "
+                                "its results belong in the steward's CI, not in public logs")
     check.add_argument("schema")
     check.add_argument("data")
     check.add_argument("--summary", default=None, help="write a JSON summary here (no data values)")
     check.add_argument("--junit", default=None, help="write a JUnit XML report here (no data values)")
-    verify = sub.add_parser("verify", help="check a release folder against its manifest (exit 1 on a mismatch)")
+    verify = sub.add_parser("verify", parents=[common],
+                            help="check a release folder against its manifest (exit 1 on a mismatch)")
     verify.add_argument("release_dir")
-    report = sub.add_parser("report", help="re-render audit.html (and audit.md) of a release from its audit.json")
+    report = sub.add_parser("report", parents=[common],
+                            help="re-render audit.html (and audit.md) of a release from its audit.json")
     report.add_argument("release_dir")
     return parser
 
@@ -75,19 +102,51 @@ def _preload() -> threading.Thread:
     return thread
 
 
+class _QuietFailures(logging.Filter):
+    """Keep Prefect's console free of tracebacks: the command prints one line per failure itself.
+
+    Error records of the engine (a task or flow run that failed) are dropped from the terminal and
+    every other record loses its traceback; the records still reach Prefect's API as they are.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and record.name.startswith("prefect"):
+            return False
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
+def _quiet_prefect_console() -> None:
+    """Attach :class:`_QuietFailures` to every console handler (Prefect's is the root logger's)."""
+    loggers = [logging.getLogger(), *(logging.getLogger(n) for n in logging.root.manager.loggerDict
+                                        if n.startswith("prefect"))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler) \
+                    and not any(isinstance(f, _QuietFailures) for f in handler.filters):
+                handler.addFilter(_QuietFailures())
+
+
 def cmd_release(args: argparse.Namespace) -> int:
-    """Run the release flow on the embedded Prefect API."""
-    from dp.errors import BudgetExceededError
-    from flows.release import release
+    """Run the release flow on the embedded Prefect API.
+
+    The preflight (spec, schema, data files, folders, ledger, Dask scheduler) runs first, before
+    Prefect's API starts: a mistake it can catch costs no budget and takes seconds.
+    """
+    from tasks.preflight import preflight
+
+    ledger = _default_ledger(args.ledger)
+    preflight(args.spec, args.out, ledger, args.dask)
 
     started = time.monotonic()
     preload = _preload()
     try:
-        target = release(spec=args.spec, out=args.out, ledger=_default_ledger(args.ledger), release_id=args.release_id,
-                         dask=args.dask)
-    except BudgetExceededError as err:
-        print(f"dprelease: refused: {err}", file=sys.stderr)
-        return EXIT_FAIL
+        from flows.release import release
+
+        if not args.debug:
+            _quiet_prefect_console()
+        target = release(spec=args.spec, out=args.out, ledger=ledger, release_id=args.release_id, dask=args.dask)
     finally:
         preload.join()
     print(f"\nRelease published in {time.monotonic() - started:.1f} s: {target}")
@@ -132,9 +191,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     from schemas.model import SchemaError, load_schema
     from schemas.validation import structural_problems, validate_batches
     from tasks.ingest import InputError, dataset_schema, row_groups
+    from tasks.preflight import check_writable
 
     data = Path(args.data)
     suite_name = f"{data.name} against {Path(args.schema).name}"
+    for option, target in (("--summary", args.summary), ("--junit", args.junit)):
+        if target is not None:  # before validating: a report that cannot be written must not read as "fails"
+            if Path(target).is_dir():
+                raise InputError(f"{option} {target}: is a folder, not a file")
+            check_writable(Path(target).resolve().parent, f"{option} folder")
+    if data.exists() and not (data.is_file() or data.is_dir()):
+        raise InputError(f"data {data.name}: must be a regular Parquet file or a folder of them (not a pipe)")
     try:
         schema = load_schema(args.schema)
         problems = structural_problems(schema, dataset_schema(data))
@@ -142,6 +209,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.junit:
             stage = "schema" if isinstance(err, SchemaError) else "input"
             Path(args.junit).write_bytes(junit_report(suite_name, [(stage, "must be readable", str(err), True)]))
+        if args.summary:
+            summary = {"schema": str(args.schema), "data": data.name, "passed": False, "error": _one_line(err)}
+            Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         if isinstance(err, SchemaError):
             raise
         print(f"dprelease check: {err}", file=sys.stderr)
@@ -173,8 +243,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"FAIL: {data.name} does not match {Path(args.schema).name}:")
         for line in failed:
             print(f"  - {line}")
+        print(GATE_NOTE)
         return EXIT_FAIL
     print(f"PASS: {data.name} matches {Path(args.schema).name} ({len(schema.columns)} columns)")
+    print(GATE_NOTE)
     return EXIT_PASS
 
 
@@ -213,20 +285,61 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def _one_line(err: BaseException) -> str:
+    """An expected error's message on one line (messages are built from public values)."""
+    return " ".join(str(err).split())
+
+
+def exit_code(err: BaseException) -> int:
+    """The exit code for an exception that ended a command (see :data:`EXIT_CODES`)."""
+    from dp.errors import BudgetExceededError, DPReleaseError, LedgerError
+
+    if isinstance(err, (BudgetExceededError, LedgerError)):
+        return EXIT_REFUSED
+    if isinstance(err, DPReleaseError):
+        from flows.release import ReleaseError
+
+        return EXIT_FAIL if isinstance(err, ReleaseError) else EXIT_USAGE
+    return EXIT_FAIL
+
+
+def describe_failure(err: BaseException) -> str:
+    """One line for the terminal: the public message of an expected error, else only the exception's type.
+
+    An unexpected exception may come from code that handled raw rows, so its text is never printed
+    here (``--debug`` prints the traceback for a steward at their own terminal).
+    """
+    from dp.errors import BudgetExceededError, DPReleaseError, LedgerError, StageFailed
+
+    if isinstance(err, BudgetExceededError):
+        return f"refused by the budget: {_one_line(err)}"
+    if isinstance(err, LedgerError):
+        return f"refused by the ledger: {_one_line(err)}"
+    if isinstance(err, (DPReleaseError, StageFailed)):
+        return _one_line(err)
+    return f"unexpected failure ({type(err).__name__}); run with --debug for the traceback"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dprelease`` console script."""
     configure()
     args = _parser().parse_args(argv)
-    from dp.errors import DPError
-    from schemas.model import SchemaError
-
+    commands = {"release": cmd_release, "plan": cmd_plan, "check": cmd_check, "verify": cmd_verify,
+                "report": cmd_report}
     try:
-        commands = {"release": cmd_release, "plan": cmd_plan, "check": cmd_check, "verify": cmd_verify,
-                    "report": cmd_report}
         return commands[args.command](args)
-    except (SchemaError, DPError) as err:
-        print(f"dprelease: {err}", file=sys.stderr)
-        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("dprelease: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if args.debug:
+            import traceback
+
+            traceback.print_exception(err, file=sys.stderr)
+        print(f"dprelease {args.command}: {describe_failure(err)}", file=sys.stderr)
+        code = exit_code(err)
+        # For the gate, 1 means "the data fails its schema": a crash must not read as that.
+        return EXIT_USAGE if args.command == "check" and code == EXIT_FAIL else code
 
 
 if __name__ == "__main__":

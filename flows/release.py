@@ -9,19 +9,21 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from dp.random import secure_seed
-from schemas.model import load_spec
+from flows.settings import state_dir
+from tasks import DPReleaseError, steward_area
 from tasks.bounds import find_bounds
 from tasks.evaluate import evaluate_utility
 from tasks.ingest import inspect_table
 from tasks.measure import measure_marginals
 from tasks.plan import plan_budget
+from tasks.preflight import preflight
 from tasks.publish import abort_release, provenance, publish_release, write_report
 from tasks.staging import create_staging, final_dir, staging_dir, verify_release
 from tasks.synthesize import estimate_model, sample_synthetic
 from tasks.validate import validate_table
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(DPReleaseError, RuntimeError):
     """A release cannot proceed (named by release id and rule; never a data value)."""
 
 
@@ -58,7 +60,8 @@ def release(
     out_dir = Path(out).resolve()
     ledger_path = str(Path(ledger).resolve())
     rid = release_id or new_release_id()
-    dataset = load_spec(spec_path).dataset  # fails on a bad spec before the ledger is touched
+    # Everything that can be checked without reading a row, before the ledger is touched.
+    dataset = preflight(spec_path, str(out_dir), ledger_path, dask).dataset
 
     published = final_dir(out_dir, dataset, rid)
     if published.exists():
@@ -68,21 +71,22 @@ def release(
         logger.info("release %s is already published and verifies: %s", rid, published)
         return str(published)
 
-    plan, before = plan_budget(spec_path, rid, ledger_path, secure_seed())
-    staging: Path | None = None
-    try:
-        staging = create_staging(staging_dir(out_dir, plan.dataset, rid))
-        inspect_table(plan)
-        validate_table(plan, str(staging))
-        bounds = find_bounds(plan, ledger_path)
-        measured = measure_marginals(plan, bounds, ledger_path, str(staging), dask)
-        estimate = estimate_model(plan, bounds, measured)
-        synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"])
-        write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging))
-        evaluate_utility(plan, str(staging), synthesis.table_file)
-        target = publish_release(plan, str(staging), str(out_dir), ledger_path)
-    except BaseException:
-        abort_release(rid, staging, ledger_path)
-        raise
+    with steward_area(state_dir() / "internal" / dataset / rid):
+        plan, before = plan_budget(spec_path, rid, ledger_path, secure_seed())
+        staging: Path | None = None
+        try:
+            staging = create_staging(staging_dir(out_dir, plan.dataset, rid))
+            inspect_table(plan)
+            validate_table(plan, str(staging))
+            bounds = find_bounds(plan, ledger_path)
+            measured = measure_marginals(plan, bounds, ledger_path, str(staging), dask)
+            estimate = estimate_model(plan, bounds, measured)
+            synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"])
+            write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging))
+            evaluate_utility(plan, str(staging), synthesis.table_file)
+            target = publish_release(plan, str(staging), str(out_dir), ledger_path)
+        except BaseException:
+            abort_release(rid, staging, ledger_path)
+            raise
     logger.info("release %s published: %s", rid, target)
     return target

@@ -30,7 +30,7 @@ from dp.budget import (
     to_fraction,
     validate_delta,
 )
-from dp.errors import ParameterError
+from dp.errors import DPReleaseError, ParameterError
 from dp.marginals import Binning
 
 ColumnType = Literal["int", "float", "category"]
@@ -39,7 +39,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 MAX_CELLS = 1_000_000
 
 
-class SchemaError(ValueError):
+class SchemaError(DPReleaseError, ValueError):
     """A schema or spec file breaks a rule; the message names the file, key path and rule."""
 
 

@@ -13,11 +13,22 @@ on the embedded server (a quarter of an Adult release), with no concurrency limi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
+
+from dp.errors import DPReleaseError, StageFailed
+
+__all__ = ["PUBLIC", "SENSITIVE", "DPReleaseError", "StageFailed", "is_sensitive", "mark_sensitive",
+           "sensitive_task", "steward_area"]
 
 SENSITIVE_MARK = "dp_sensitive"
 """The attribute set to True on every task that reads raw data, draws noise or writes the ledger."""
@@ -50,10 +61,85 @@ def is_sensitive(candidate: object) -> bool:
     return getattr(candidate, SENSITIVE_MARK, False) is True
 
 
+_STEWARD_AREA: list[Path] = []
+"""The steward-only folder of the release under way (innermost last), where stage failures are written."""
+
+
+@contextmanager
+def steward_area(path: Path) -> Iterator[Path]:
+    """Route the full text of stage failures to ``path`` (steward-only) while the block runs."""
+    _STEWARD_AREA.append(path)
+    try:
+        yield path
+    finally:
+        _STEWARD_AREA.remove(path)
+
+
+def _failure_folder() -> Path:
+    if _STEWARD_AREA:
+        return _STEWARD_AREA[-1]
+    return Path(os.environ.get("DPRELEASE_HOME", ".dprelease")).resolve() / "steward" / "failures"
+
+
+def record_failure(stage: str, text: str) -> Path | None:
+    """Write a stage failure's full text, owner-only, to the steward-only area; its path, or None."""
+    folder = _failure_folder()
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        target = folder / f"failure-{stage}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
+            handle.write(text)
+        return target
+    except OSError:  # the record is a courtesy to the steward; the message-free error still stands
+        return None
+
+
+def _is_control_flow(err: BaseException) -> bool:
+    """Prefect's own signals (cancellation, pause, abort) pass through untouched."""
+    return type(err).__module__.split(".")[0] == "prefect"
+
+
+def guard_raw_errors(stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a function that handles raw rows so that nothing it raises carries a message out.
+
+    An expected :class:`DPReleaseError` (a message built from public values) is re-raised without its
+    cause or context (a library's exception chained to it could hold a value). Any other exception,
+    the project's own or a library's (pyarrow, numpy, pandas, Great Expectations), is written in full
+    to the steward-only area and replaced by a message-free :class:`StageFailed` naming the stage and
+    the exception type, raised outside the handler so that it has no context to print or pickle.
+    """
+
+    @functools.wraps(function)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        kind = ""
+        try:
+            return function(*args, **kwargs)
+        except DPReleaseError as err:
+            err.__cause__ = None
+            err.__context__ = None
+            err.__suppress_context__ = True
+            raise
+        except StageFailed:
+            raise
+        except Exception as err:
+            if _is_control_flow(err):
+                raise
+            kind = type(err).__name__
+            record_failure(stage, "".join(traceback.format_exception(err)))
+        raise StageFailed(stage, kind)
+
+    return guarded
+
+
 def sensitive_task(name: str) -> Callable[[Callable[..., Any]], Task[Any, Any]]:
-    """``@task(name=name, **SENSITIVE)``, marked as sensitive: the decorator of every raw-data task."""
+    """``@task(name=name, **SENSITIVE)``, marked as sensitive: the decorator of every raw-data task.
+
+    The task's function is wrapped by :func:`guard_raw_errors`: what it raises reaches Prefect's
+    logs, states and result storage as a message-free error (or a public :class:`DPReleaseError`).
+    """
 
     def decorate(function: Callable[..., Any]) -> Task[Any, Any]:
-        return mark_sensitive(task(name=name, **SENSITIVE)(function))
+        return mark_sensitive(task(name=name, **SENSITIVE)(guard_raw_errors(name, function)))
 
     return decorate

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger
 
 from dp.contributions import BoundedRows, bound_contributions
+from dp.errors import DPReleaseError
 from dp.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
 from schemas.model import PrivacyUnit, TableSchema, load_spec
 from schemas.plan import ReleasePlan
@@ -27,7 +28,7 @@ RowGroupRef = tuple[str, int]
 """One partition of the map: a Parquet file's path and the index of one of its row groups."""
 
 
-class InputError(ValueError):
+class InputError(DPReleaseError, ValueError):
     """The input file cannot be used: it names the file, the column and the rule, never a value."""
 
 

@@ -114,7 +114,10 @@ CANARY_TEXT = "CANARY_pfx_Hq8Zr2"  # an unknown occupation: validation flags it,
 CANARY_AGE = 918273645  # far outside age's public bounds [17, 90]: validation flags it, it is clamped
 CANARY_GAIN = 987654321  # capital-gain (no public bounds): beyond the search range, clamped
 CANARY_BAD_TYPE = "CANARY_type_Wm4Kx"  # in a column of the wrong type: the release stops before any noise
+CANARY_LIBRARY = "CANARY_lib_Zx81Qp"  # carried by a library exception raised inside each raw-data stage
+LIBRARY_STAGES = ("inspect", "validate", "bounds", "measure", "evaluate", "publish", "check")
 CANARIES = {
+    "library": CANARY_LIBRARY.encode(),
     "text": CANARY_TEXT.encode(),
     "age": str(CANARY_AGE).encode(),
     "gain": str(CANARY_GAIN).encode(),
@@ -170,8 +173,39 @@ def broken_expectations(batches, schema, arrow_schema):
 flows.release.estimate_model, original = broken_estimate, flows.release.estimate_model
 attempt("release_stage_raises", lambda: release("canary", "r-safety-stage"))
 flows.release.estimate_model = original
-tasks.validate.run_expectations = broken_expectations
+original_expectations, tasks.validate.run_expectations = tasks.validate.run_expectations, broken_expectations
 attempt("release_sensitive_task_raises", lambda: release("canary", "r-safety-sensitive"))
+tasks.validate.run_expectations = original_expectations
+
+# A library's exception (pyarrow's) carrying a canary, raised inside each stage that handles raw rows.
+import pyarrow as pa  # noqa: E402
+
+import flows.check  # noqa: E402
+import tasks.bounds  # noqa: E402
+import tasks.evaluate  # noqa: E402
+import tasks.ingest  # noqa: E402
+import tasks.measure  # noqa: E402
+import tasks.publish  # noqa: E402
+
+LIBRARY_CANARY = sys.argv[2]
+
+
+def library_failure(*args, **kwargs):
+    raise pa.ArrowInvalid(f"could not convert {LIBRARY_CANARY} with type str: tried to convert to int64")
+
+
+for stage, module, name in [("inspect", tasks.ingest, "check_structure"), ("validate", tasks.validate, "run_expectations"),
+                            ("bounds", tasks.bounds, "tail_counts"), ("measure", tasks.measure, "count_all"),
+                            ("evaluate", tasks.evaluate, "utility"), ("publish", tasks.publish, "file_entries")]:
+    kept = getattr(module, name)
+    setattr(module, name, library_failure)
+    attempt(f"library_{stage}", lambda stage=stage: release("canary", f"r-library-{stage}"))
+    setattr(module, name, kept)
+flows.check.validate_batches, kept = library_failure, flows.check.validate_batches
+attempt("library_check", lambda: check_quality(schema_path=str(work / "canary" / "schema.yaml"),
+                                               data_path=str(work / "canary" / "adult.parquet")))
+flows.check.validate_batches = kept
+
 attempt("check_fails", lambda: check_quality(schema_path=str(work / "canary" / "schema.yaml"),
                                              data_path=str(work / "canary" / "adult.parquet")))
 attempt("check_bad_type", lambda: check_quality(schema_path=str(work / "bad-type" / "schema.yaml"),
@@ -238,8 +272,8 @@ def canary_runs(tmp_path_factory):
     (work / "runner.py").write_text(RUNNER, encoding="utf-8")
     home = work / "home"
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, str(work / "runner.py"), str(work)], cwd=ROOT, env=_environment(home),
-                          capture_output=True, timeout=240, check=False)
+    proc = subprocess.run([sys.executable, str(work / "runner.py"), str(work), CANARY_LIBRARY], cwd=ROOT,
+                          env=_environment(home), capture_output=True, timeout=420, check=False)
     seconds = time.monotonic() - started
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output.decode(errors="replace")[-4000:]
@@ -264,13 +298,19 @@ def test_the_scenarios_ran_as_intended(canary_runs):
     assert results["release_bad_type"]["error"] == "InputError"
     assert "'hours-per-week'" in results["release_bad_type"]["message"]
     assert results["release_stage_raises"]["message"].startswith("injected failure in estimate_model")
-    assert results["release_sensitive_task_raises"]["message"].startswith("injected failure inside the validation")
+    # A sensitive stage's own unexpected error leaves it message-free: stage and type only.
+    assert results["release_sensitive_task_raises"]["error"] == "StageFailed"
+    assert results["release_sensitive_task_raises"]["message"].startswith("stage validate_table failed with RuntimeError")
     assert results["check_fails"]["error"] == "DataQualityError"
     assert "column 'age'" in results["check_fails"]["message"]
     assert "column 'occupation'" in results["check_fails"]["message"]
     assert results["check_bad_type"]["error"] == "DataQualityError"
     published = canary_runs.work / "out" / "us-cps-1994-adult"
     assert sorted(p.name for p in published.iterdir()) == ["r-safety-ok"]  # failures publish nothing
+    for stage in LIBRARY_STAGES:
+        outcome = results[f"library_{stage}"]
+        assert not outcome["ok"] and outcome["error"] == "StageFailed", (stage, outcome)
+        assert "ArrowInvalid" in outcome["message"], (stage, outcome)
     # The canaries were really read: validation flagged their cells and row handling dropped or clamped them.
     internal = published / "r-safety-ok" / "internal"
     validation = json.loads((internal / "validation.json").read_text())
@@ -292,7 +332,7 @@ def test_the_search_is_not_vacuous(canary_runs):
                    b"check-quality", b"budget-us-cps-1994-adult"):
         assert needle in stored, needle
     api = json.loads(canary_runs.api)
-    assert len(api["flow_runs"]) == 6 and api["artifacts"] and len(api["logs"]) > 20
+    assert len(api["flow_runs"]) == 6 + len(LIBRARY_STAGES) and api["artifacts"] and len(api["logs"]) > 20
     assert {"Completed", "Failed"} == {r["state_name"] for r in api["flow_runs"]}
     assert b"r-safety-ok" in canary_runs.output and b"injected failure" in canary_runs.output
 
@@ -317,6 +357,20 @@ def test_no_canary_in_output_api_or_public_release(canary_runs, kind):
     public = _public_files(release)
     assert any(p.name == "audit.json" for p in public) and any(p.suffix == ".parquet" for p in public)
     assert [str(p) for p in public if needle in p.read_bytes()] == []
+
+
+@pytest.mark.e2e
+def test_a_library_failure_is_recorded_in_full_for_the_steward_only(canary_runs):
+    """The canary of every stage's library exception reached the steward-only area, and nowhere else."""
+    state = canary_runs.home.parent / "state"
+    records = [p for p in state.rglob("failure-*.txt") if CANARIES["library"] in p.read_bytes()]
+    stages = {p.name.split("-")[1] for p in records}
+    assert {"inspect_table", "validate_table", "discover_bounds", "measure_marginals", "evaluate_utility",
+            "publish_release", "validate_quality"} <= stages
+    for record in records:
+        assert record.stat().st_mode & 0o077 == 0  # owner-only
+    public = canary_runs.work / "out"
+    assert [str(p) for p in public.rglob("*") if p.is_file() and CANARIES["library"] in p.read_bytes()] == []
 
 
 @pytest.mark.e2e

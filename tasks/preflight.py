@@ -1,0 +1,147 @@
+"""Preflight: every mistake that can be caught without reading a row, caught before the ledger reserves.
+
+A release that would fail on a missing or unreadable data file, a file of another structure, an
+output folder it cannot write or a Dask scheduler that does not answer is refused here, in seconds,
+with one line naming the file or setting and the rule, and costs no budget. The checks read file
+metadata (a Parquet footer: column names and types) and never a row.
+
+No Prefect here: the command line runs it before it starts Prefect's API, and the release flow runs
+it again as its first step (a deployment's run has no command line in front of it).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import tempfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from schemas.model import ReleaseSpec, load_spec
+from tasks.ingest import InputError, check_structure, parquet_files
+
+DASK_TIMEOUT_SECONDS = 5.0
+"""How long the Dask scheduler has to accept a connection before the release is refused."""
+
+_PARQUET_MAGIC = b"PAR1"
+
+
+def check_data_files(spec: ReleaseSpec) -> None:
+    """The data path holds regular, readable Parquet files with the schema's columns and types.
+
+    A FIFO, a device or a socket would block or stream forever, so only regular files are opened.
+
+    Raises:
+        InputError: Naming the file (or folder) and the rule; never a value.
+    """
+    data = spec.data
+    where = f"data {data.name}"
+    try:
+        info = data.stat()
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such file or folder") from None
+    except OSError as err:
+        raise InputError(f"{where}: cannot be read ({type(err).__name__})") from None
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        raise InputError(f"{where}: must be a regular Parquet file or a folder of them (not a pipe or device)")
+    for file in parquet_files(data):
+        try:
+            mode = file.stat().st_mode
+        except OSError as err:
+            raise InputError(f"{where}: {file.name} cannot be read ({type(err).__name__})") from None
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{where}: {file.name} must be a regular file (not a pipe or device)")
+        if not os.access(file, os.R_OK):
+            raise InputError(f"{where}: {file.name} is not readable by this user")
+        with file.open("rb") as handle:
+            head = handle.read(4)
+            size = handle.seek(0, os.SEEK_END)
+            if size >= 12:
+                handle.seek(-4, os.SEEK_END)
+            tail = handle.read(4) if size >= 12 else b""
+        if head != _PARQUET_MAGIC or tail != _PARQUET_MAGIC:
+            raise InputError(f"{where}: {file.name} is not a Parquet file (no PAR1 header and footer)")
+    problems = check_structure(data, spec.schema)
+    if problems:
+        raise InputError(f"{where} does not match {Path(spec.schema.source).name}: " + "; ".join(problems))
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """``folder`` exists or can be created, is a folder, and accepts a new file.
+
+    Raises:
+        InputError: Naming the setting (``what``) and the rule.
+    """
+    existing = folder
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise InputError(f"{what} {folder}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {folder}: {existing} is not writable by this user")
+    if folder.is_dir():
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as err:
+            raise InputError(f"{what} {folder}: a file cannot be created there ({type(err).__name__})") from None
+
+
+def check_ledger_path(ledger: Path) -> None:
+    """The ledger is an SQLite file or absent, in a folder this user can write.
+
+    Raises:
+        InputError: Naming the ledger path and the rule.
+    """
+    if ledger.exists():
+        if not ledger.is_file():
+            raise InputError(f"ledger {ledger}: must be a file (an SQLite database), not a folder or device")
+        with ledger.open("rb") as handle:
+            head = handle.read(16)
+        if head and head != b"SQLite format 3\x00":
+            raise InputError(f"ledger {ledger}: is not an SQLite database")
+    check_writable(ledger.parent, "ledger folder")
+
+
+def check_dask(address: str, timeout: float = DASK_TIMEOUT_SECONDS) -> None:
+    """The Dask scheduler at ``address`` accepts a TCP connection within ``timeout`` seconds.
+
+    Raises:
+        InputError: If the address is malformed or nothing answers in time.
+    """
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls") or not parts.hostname or parts.port is None:
+        raise InputError(f"dask address {address[:80]!r}: must be tcp://HOST:PORT (or tls://HOST:PORT)")
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
+            pass
+    except OSError as err:
+        raise InputError(
+            f"dask address {address[:80]}: no scheduler answered within {timeout:g} s ({type(err).__name__})"
+        ) from None
+
+
+def preflight(spec_path: str, out: str, ledger: str, dask: str | None = None) -> ReleaseSpec:
+    """Every check that needs no row, in the order a user would fix them; returns the loaded spec.
+
+    Args:
+        spec_path: The release spec.
+        out: The public output folder.
+        ledger: The ledger's path.
+        dask: A Dask scheduler address given on the command line (else the spec's, if any).
+
+    Raises:
+        SchemaError: If the spec or schema breaks a rule.
+        InputError: If a file, folder or the Dask scheduler cannot be used.
+    """
+    spec = load_spec(spec_path)
+    check_data_files(spec)
+    check_writable(Path(out), "output folder")
+    check_ledger_path(Path(ledger))
+    address = dask or spec.dask_address
+    if address:
+        check_dask(address)
+    return spec
