@@ -76,13 +76,14 @@ def _codes(
     """Common evaluation codes of one column in both tables; returns the code count and labels too."""
     rs, ss = _series(real), _series(synthetic)
     rv, sv = _numbers(rs), _numbers(ss)
-    edges = _edges(rv, bins)
+    with np.errstate(all="ignore"):  # infinities make NaN quantiles, as in the evaluator's script
+        edges = _edges(rv, bins)
     keys: list[npt.NDArray[np.object_]] = []
     for series, values in ((rs, rv), (ss, sv)):
         own = _labels(series)
         nan = np.isnan(values)
         if edges is not None:
-            with np.errstate(invalid="ignore"):
+            with np.errstate(all="ignore"):
                 found = np.searchsorted(edges, np.where(nan, 0.0, values), side="right") - 1
             bin_index = np.clip(found, 0, len(edges) - 2)
             spelled = np.char.add("#bin", bin_index.astype(str)).astype(object)

@@ -137,7 +137,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     from tasks.preflight import preflight
 
     ledger = _default_ledger(args.ledger)
-    preflight(args.spec, args.out, ledger, args.dask)
+    preflight(args.spec, args.out, ledger, args.dask, args.release_id)
 
     started = time.monotonic()
     preload = _preload()
@@ -199,6 +199,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         if target is not None:  # before validating: a report that cannot be written must not read as "fails"
             if Path(target).is_dir():
                 raise InputError(f"{option} {target}: is a folder, not a file")
+            if not Path(target).resolve().parent.is_dir():
+                raise InputError(f"{option} folder {Path(target).parent}: does not exist")
             check_writable(Path(target).resolve().parent, f"{option} folder")
     if data.exists() and not (data.is_file() or data.is_dir()):
         raise InputError(f"data {data.name}: must be a regular Parquet file or a folder of them (not a pipe)")

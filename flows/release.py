@@ -61,7 +61,7 @@ def release(
     ledger_path = str(Path(ledger).resolve())
     rid = release_id or new_release_id()
     # Everything that can be checked without reading a row, before the ledger is touched.
-    dataset = preflight(spec_path, str(out_dir), ledger_path, dask).dataset
+    dataset = preflight(spec_path, str(out_dir), ledger_path, dask, release_id).dataset
 
     published = final_dir(out_dir, dataset, rid)
     if published.exists():

@@ -18,7 +18,10 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from dp.accounting import Ledger
+from dp.errors import BudgetExceededError, LedgerError
 from schemas.model import ReleaseSpec, load_spec
+from schemas.plan import plan_release
 from tasks.ingest import InputError, check_structure, parquet_files
 
 DASK_TIMEOUT_SECONDS = 5.0
@@ -61,7 +64,7 @@ def check_data_files(spec: ReleaseSpec) -> None:
                 handle.seek(-4, os.SEEK_END)
             tail = handle.read(4) if size >= 12 else b""
         if head != _PARQUET_MAGIC or tail != _PARQUET_MAGIC:
-            raise InputError(f"{where}: {file.name} is not a Parquet file (no PAR1 header and footer)")
+            raise InputError(f"{where}: {file.name}: not a readable Parquet file (no PAR1 magic at both ends)")
     problems = check_structure(data, spec.schema)
     if problems:
         raise InputError(f"{where} does not match {Path(spec.schema.source).name}: " + "; ".join(problems))
@@ -124,7 +127,37 @@ def check_dask(address: str, timeout: float = DASK_TIMEOUT_SECONDS) -> None:
         ) from None
 
 
-def preflight(spec_path: str, out: str, ledger: str, dask: str | None = None) -> ReleaseSpec:
+def check_budget(spec: ReleaseSpec, ledger_path: Path, release_id: str | None) -> None:
+    """A new release fits what its dataset has left in the ledger (read only; the reservation re-checks).
+
+    A release id already in the ledger is left to the ledger's resume rules.
+
+    Raises:
+        BudgetExceededError: If the release's budget exceeds the per-release cap or what remains.
+    """
+    if not ledger_path.is_file():
+        return
+    requested = plan_release(spec, "preflight", spec.seed or 0).total.amount
+    with Ledger.open(ledger_path) as ledger:
+        if release_id is not None and ledger.release_plan(release_id) is not None:
+            return
+        try:
+            status = ledger.status(spec.dataset)
+        except LedgerError:
+            return  # a dataset's first release: registered at reservation
+    limits = [("one release may take at most", status.release_cap), ("the lifetime budget has left", status.remaining)]
+    for rule, limit in limits:
+        if limit is not None and requested > limit:
+            raise BudgetExceededError(
+                f"dataset {spec.dataset!r}: this release needs {status.unit}={float(requested):.6g} but {rule} "
+                f"{status.unit}={float(limit):.6g} (lifetime {float(status.cap):.6g}, spent {float(status.spent):.6g}, "
+                f"reserved by open releases {float(status.reserved):.6g})",
+                dataset=spec.dataset, remaining=limit, requested=requested, unit=status.unit)
+
+
+def preflight(
+    spec_path: str, out: str, ledger: str, dask: str | None = None, release_id: str | None = None
+) -> ReleaseSpec:
     """Every check that needs no row, in the order a user would fix them; returns the loaded spec.
 
     Args:
@@ -132,12 +165,16 @@ def preflight(spec_path: str, out: str, ledger: str, dask: str | None = None) ->
         out: The public output folder.
         ledger: The ledger's path.
         dask: A Dask scheduler address given on the command line (else the spec's, if any).
+        release_id: The release's id, when given (a re-run of an id in the ledger is not budget-checked here).
 
     Raises:
         SchemaError: If the spec or schema breaks a rule.
+        BudgetExceededError: If a new release would not fit the dataset's budget.
         InputError: If a file, folder or the Dask scheduler cannot be used.
     """
     spec = load_spec(spec_path)
+    plan_release(spec, "preflight", spec.seed or 0)  # the plan's own rules (cell limits), still without data
+    check_budget(spec, Path(ledger), release_id)
     check_data_files(spec)
     check_writable(Path(out), "output folder")
     check_ledger_path(Path(ledger))

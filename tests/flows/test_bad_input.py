@@ -374,19 +374,19 @@ def _wrong_type(path: Path) -> None:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize(
-    ("damage", "rule"),
-    [
-        (_not_parquet, "people.parquet: not a readable Parquet file"),
-        (_truncated, "people.parquet: not a readable Parquet file"),
-        (_flip_a_data_byte, "people.parquet: row group 0 cannot be read"),
-        (_missing_column, "column 'height': must be present"),
-        (_duplicated_column, "column 'age': must appear only once"),
-        (_wrong_type, "column 'age': must have an integer type (found string)"),
+    ("damage", "rule", "reserved"),
+    [  # Caught by the preflight (file metadata only) before anything is reserved, except a flipped page byte.
+        (_not_parquet, "people.parquet: not a readable Parquet file", False),
+        (_truncated, "people.parquet: not a readable Parquet file", False),
+        (_flip_a_data_byte, "people.parquet: row group 0 cannot be read", True),
+        (_missing_column, "column 'height': must be present", False),
+        (_duplicated_column, "column 'age': must appear only once", False),
+        (_wrong_type, "column 'age': must have an integer type (found string)", False),
     ],
     ids=["not-parquet", "truncated", "flipped-byte", "missing-column", "duplicated-column", "wrong-type"],
 )
 def test_unusable_file_is_refused_before_any_noise(
-    prefect_harness, tmp_path, draws, damage: Callable[[Path], None], rule: str
+    prefect_harness, tmp_path, draws, damage: Callable[[Path], None], rule: str, reserved: bool
 ):
     spec = _example(tmp_path / "example", _table(_columns(ROWS)))
     damage(spec.parent / "people.parquet")
@@ -396,7 +396,7 @@ def test_unusable_file_is_refused_before_any_noise(
     assert rule in message
     assert CANARY_TEXT not in message and str(CANARY_NUMBER) not in message
     assert draws == []
-    _assert_nothing_charged(tmp_path, "damaged", reserved_then_failed=True)
+    _assert_nothing_charged(tmp_path, "damaged", reserved_then_failed=reserved)
 
 
 
@@ -416,7 +416,7 @@ def test_dataset_folder_whose_files_disagree_in_schema_is_refused_before_any_noi
     assert "part-1.parquet" in message and "'age'" in message and "same Arrow schema" in message
     assert str(CANARY_NUMBER) not in message
     assert draws == []
-    _assert_nothing_charged(tmp_path, "folder", reserved_then_failed=True)
+    _assert_nothing_charged(tmp_path, "folder", reserved_then_failed=False)  # the preflight reads footers only
 
 # --- handled row by row, never failing a run ---------------------------------------------------------------------
 

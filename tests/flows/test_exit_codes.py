@@ -1,0 +1,170 @@
+"""Every documented exit code of ``dprelease release`` and ``check``, with one clean line per failure.
+
+0 published; 1 an unexpected failure; 2 a usage, spec, schema or input error (caught by the preflight
+before anything is reserved, in seconds); 3 refused by the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import tasks.validate
+from dp.accounting import Ledger
+from dp.budget import ZCDPBudget
+from flows.cli import EXIT_CODES, main
+from schemas.model import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+ADULT = ROOT / "examples" / "adult"
+DATASET = "us-cps-1994-adult"
+
+
+def _example(folder: Path, rows: int | None = 3000) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ADULT / "schema.yaml", folder / "schema.yaml")
+    shutil.copy(ADULT / "release.yaml", folder / "release.yaml")
+    table = pq.read_table(ADULT / "adult.parquet")
+    pq.write_table(table if rows is None else table.slice(0, rows), folder / "adult.parquet")
+    return folder / "release.yaml"
+
+
+def _cli(*args: str, cwd: Path, timeout: float = 120) -> tuple[int, str, str, float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(DPRELEASE_HOME=str(cwd / ".dprelease"), PYTHONPATH=str(ROOT))
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
+
+
+def _one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_every_exit_code_is_documented_in_the_readme():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert set(EXIT_CODES) == {0, 1, 2, 3}
+    for code in EXIT_CODES:
+        assert f"| {code} |" in readme, code
+
+
+def test_missing_data_exits_2_in_seconds_and_leaves_no_ledger(tmp_path):
+    spec = _example(tmp_path / "example")
+    (tmp_path / "example" / "adult.parquet").unlink()
+    code, _, err, _ = _cli("release", str(spec), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert code == 2
+    assert _one_line(err) == "dprelease release: data adult.parquet: no such file or folder"
+    assert not (tmp_path / ".dprelease" / "ledger.sqlite").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_file_that_is_not_parquet_exits_2(tmp_path):
+    spec = _example(tmp_path / "example")
+    (tmp_path / "example" / "adult.parquet").write_text("age,sex\n39,Male\n", encoding="utf-8")
+    code, _, err, _ = _cli("release", str(spec), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert code == 2 and "adult.parquet: not a readable Parquet file" in _one_line(err)
+    assert "39" not in err
+    assert not (tmp_path / ".dprelease" / "ledger.sqlite").exists()
+
+
+def test_a_fifo_as_data_exits_2_instead_of_hanging(tmp_path):
+    spec = _example(tmp_path / "example")
+    data = tmp_path / "example" / "adult.parquet"
+    data.unlink()
+    os.mkfifo(data)
+    code, _, err, _ = _cli("release", str(spec), "--out", str(tmp_path / "out"), cwd=tmp_path, timeout=60)
+    assert code == 2 and "must be a regular Parquet file" in _one_line(err)
+
+
+def test_an_unreachable_dask_scheduler_exits_2_within_10_seconds_with_the_ledger_untouched(tmp_path):
+    spec = _example(tmp_path / "example")
+    ledger = tmp_path / "ledger.sqlite"
+    with Ledger.open(ledger) as opened:
+        loaded = load_spec(spec)
+        opened.register(DATASET, loaded.definition, loaded.lifetime, loaded.delta, loaded.release_cap)
+    before = ledger.read_bytes()
+    code, _, err, seconds = _cli("release", str(spec), "--out", str(tmp_path / "out"), "--ledger", str(ledger),
+                                 "--dask", "tcp://127.0.0.1:9", cwd=tmp_path)
+    assert code == 2
+    assert _one_line(err).startswith("dprelease release: dask address tcp://127.0.0.1:9: no scheduler answered")
+    assert seconds < 10
+    assert ledger.read_bytes() == before
+
+
+def test_a_bad_spec_exits_2(tmp_path):
+    spec = _example(tmp_path / "example")
+    spec.write_text(spec.read_text(encoding="utf-8").replace("budget: {epsilon: 1,", "budget: {epsilon: -1,"),
+                    encoding="utf-8")
+    code, _, err, _ = _cli("release", str(spec), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert code == 2 and "epsilon" in _one_line(err)
+
+
+def test_a_release_over_the_remaining_budget_exits_3_before_prefect_starts(tmp_path):
+    spec = _example(tmp_path / "example")
+    loaded = load_spec(spec)
+    ledger = tmp_path / "ledger.sqlite"
+    assert loaded.release_cap is not None
+    left = loaded.budget.amount / 2  # earlier releases leave half of what this one needs
+    with Ledger.open(ledger) as opened:
+        opened.register(DATASET, loaded.definition, loaded.lifetime, loaded.delta, loaded.release_cap)
+        to_spend, number = loaded.lifetime.amount - left, 0
+        while to_spend > 0:
+            amount = min(to_spend, loaded.release_cap.amount)
+            opened.reserve(DATASET, f"earlier-{number}", ZCDPBudget(amount))
+            opened.charge(f"earlier-{number}", stage="one_way", query="marginal(age)", mechanism="test",
+                          sensitivity="L2=1", scale="1", loss=ZCDPBudget(amount))
+            opened.publish(f"earlier-{number}")
+            to_spend, number = to_spend - amount, number + 1
+    code, _, err, _ = _cli("release", str(spec), "--out", str(tmp_path / "out"), "--ledger", str(ledger),
+                           cwd=tmp_path)
+    assert code == 3
+    line = _one_line(err)
+    assert line.startswith("dprelease release: refused by the budget: dataset 'us-cps-1994-adult'")
+    assert "lifetime budget has left" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_check_exits_2_before_validating_when_its_report_cannot_be_written(tmp_path, capsys):
+    code = main(["check", str(ADULT / "schema.yaml"), str(ADULT / "adult.parquet"), "--junit",
+                 str(tmp_path / "missing" / "deeper" / "r.xml")])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "PASS" not in captured.out and "FAIL" not in captured.out  # refused before validating
+    assert "--junit folder" in captured.err
+
+
+def test_check_says_its_results_are_not_private(capsys):
+    assert main(["check", str(ADULT / "schema.yaml"), str(ADULT / "adult.parquet")]) == 0
+    assert "not differentially private" in capsys.readouterr().out
+
+
+@pytest.mark.e2e
+def test_published_exits_0_and_an_unexpected_stage_failure_exits_1_with_one_line(
+    prefect_harness, tmp_path, capsys, monkeypatch
+):
+    spec = _example(tmp_path / "example")
+    out, ledger = tmp_path / "out", tmp_path / "ledger.sqlite"
+    assert main(["release", str(spec), "--out", str(out), "--ledger", str(ledger), "--release-id", "ok"]) == 0
+    assert (out / DATASET / "ok" / "manifest.json").is_file()
+    capsys.readouterr()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a failure whose text could hold a value: 918273645")
+
+    monkeypatch.setattr(tasks.validate, "run_expectations", broken)
+    code = main(["release", str(spec), "--out", str(out), "--ledger", str(ledger), "--release-id", "broken"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "dprelease release: stage validate_table failed with RuntimeError" in err
+    assert "918273645" not in err and "Traceback" not in err
+    assert not (out / DATASET / "broken").exists()
