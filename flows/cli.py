@@ -143,9 +143,11 @@ def cmd_release(args: argparse.Namespace) -> int:
     preload = _preload()
     try:
         from flows.release import release
+        from flows.settings import start_embedded_server
 
         if not args.debug:
             _quiet_prefect_console()
+        start_embedded_server()
         target = release(spec=args.spec, out=args.out, ledger=ledger, release_id=args.release_id, dask=args.dask)
     finally:
         preload.join()
