@@ -1,0 +1,63 @@
+"""Data nobody here designed: extreme values and labels outside every domain still publish, quietly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from flows.release import release
+
+ROOT = Path(__file__).resolve().parents[2]
+ADULT = ROOT / "examples" / "adult"
+DATASET = "us-cps-1994-adult"
+OUTLIER = 2**53 + 1  # a valid int64 that no double holds exactly
+
+
+def _example(folder: Path, table: pa.Table) -> Path:
+    folder.mkdir(parents=True)
+    shutil.copy(ADULT / "schema.yaml", folder / "schema.yaml")
+    shutil.copy(ADULT / "release.yaml", folder / "release.yaml")
+    pq.write_table(table, folder / "adult.parquet")
+    return folder / "release.yaml"
+
+
+def _set(table: pa.Table, name: str, values: list) -> pa.Table:
+    index = table.column_names.index(name)
+    return table.set_column(index, name, pa.array(values, table.schema.field(index).type))
+
+
+@pytest.mark.e2e
+def test_one_extreme_row_does_not_decide_publication(prefect_harness, tmp_path, caplog):
+    table = pq.read_table(ADULT / "adult.parquet").slice(0, 4000)
+    gains = table.column("capital-gain").to_pylist()
+    gains[7] = OUTLIER
+    spec = _example(tmp_path / "example", _set(table, "capital-gain", gains))
+    target = Path(release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(tmp_path / "ledger.sqlite"),
+                          release_id="outlier"))
+    assert (target / "manifest.json").is_file()
+    needle = str(OUTLIER).encode()
+    public = [p for p in target.rglob("*") if p.is_file() and "internal" not in p.relative_to(target).parts]
+    assert [str(p) for p in public if needle in p.read_bytes()] == []
+    assert str(OUTLIER) not in caplog.text
+
+
+@pytest.mark.e2e
+def test_columns_full_of_labels_outside_their_domain_publish_in_bounded_memory(prefect_harness, tmp_path):
+    """Every value of three category columns is a fresh label: dense joint counts would need ~10¹¹ cells."""
+    table = pq.read_table(ADULT / "adult.parquet").slice(0, 5000)
+    for name in ("occupation", "workclass", "native-country"):
+        table = table.set_column(table.column_names.index(name), name,
+                                 pa.array([f"{name}-{i}" for i in range(table.num_rows)], pa.string()))
+    spec = _example(tmp_path / "example", table)
+    target = Path(release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(tmp_path / "ledger.sqlite"),
+                          release_id="labels"))
+    assert (target / "manifest.json").is_file()
+    steward = [p for p in (tmp_path / "out").rglob("utility.json")] + \
+        [p for p in Path(tmp_path).rglob("utility.json")]
+    assert steward, "the internal evaluation ran and wrote its utility report"
+    assert json.loads(steward[0].read_text())["tvd1"] > 0
