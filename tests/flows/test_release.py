@@ -216,7 +216,7 @@ def test_second_release_beyond_the_lifetime_budget_is_refused_before_reading_dat
     with pytest.raises(BudgetExceededError) as info:
         release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(ledger), release_id="second")
     message = str(info.value)
-    assert "us-cps-1994-adult" in message and "requests rho=" in message and "remains" in message
+    assert "us-cps-1994-adult" in message and "needs rho=" in message and "budget has left" in message
     assert not (tmp_path / "out" / "us-cps-1994-adult" / "second").exists()
     with Ledger.open(ledger) as book:
         assert [c.release_id for c in book.charges()] == ["first"] * len(book.charges())
