@@ -27,7 +27,7 @@ from prefect.cache_policies import NO_CACHE
 
 from dp.errors import DPReleaseError, StageFailed
 
-__all__ = ["PUBLIC", "SENSITIVE", "DPReleaseError", "StageFailed", "is_sensitive", "mark_sensitive",
+__all__ = ["PUBLIC", "SENSITIVE", "DPReleaseError", "StageFailed", "guard_raw_errors", "is_sensitive", "mark_sensitive",
            "sensitive_task", "steward_area"]
 
 SENSITIVE_MARK = "dp_sensitive"

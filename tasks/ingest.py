@@ -22,7 +22,7 @@ from dp.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_
 from schemas.model import PrivacyUnit, TableSchema, load_spec
 from schemas.plan import ReleasePlan
 from schemas.validation import structural_problems
-from tasks import sensitive_task
+from tasks import guard_raw_errors, sensitive_task
 
 RowGroupRef = tuple[str, int]
 """One partition of the map: a Parquet file's path and the index of one of its row groups."""
@@ -169,10 +169,12 @@ def count_partition(
     return count_all(read_row_groups(refs, [d.name for d in domains]), domains, rules, workload, maps)
 
 
-count_row_groups = sensitive_task("count_row_groups")(count_partition)
-""":func:`count_partition` as a Prefect task for a remote task runner (e.g. Dask). It reads its own
-row groups by (file, index), so raw rows never cross a task boundary; it returns exact partial
-counts (raw aggregates), hence no retries, no cache, no persisted result."""
+remote_count_partition = guard_raw_errors("count_row_groups", count_partition)
+""":func:`count_partition` for a Dask worker: a plain function (no Prefect task run, so the workers need
+no Prefect API), submitted by :class:`tasks.measure.Counter`. It reads its own row groups by (file,
+index), so raw rows never cross the network; it returns exact partial counts (raw aggregates) to the
+measure task only. What it raises carries no message out (:func:`tasks.guard_raw_errors`): the full
+text goes to the steward-only failure folder on the worker, the client sees a message-free error."""
 
 
 @sensitive_task("inspect_table")

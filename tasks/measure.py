@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from prefect import get_run_logger
-from prefect.task_runners import TaskRunner
 
 from dp.accounting import Ledger, Measurement, ReleaseContext, measure
 from dp.budget import PureBudget, ZCDPBudget
@@ -29,7 +28,7 @@ from schemas.encoding import domains_for, rules_for
 from schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema, load_spec
 from schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
 from tasks import sensitive_task
-from tasks.ingest import count_row_groups, row_group_refs, unit_row_groups
+from tasks.ingest import RowGroupRef, remote_count_partition, row_group_refs, unit_row_groups
 from tasks.staging import write_internal
 
 
@@ -75,27 +74,50 @@ class Measured:
         return [m.columns for m in self.marginals if len(m.columns) == 2]
 
 
+DASK_CONNECT_SECONDS = 10
+"""How long the measure stage waits to connect to the scheduler (preflight has already reached it)."""
+
+MAX_MAP_TASKS = 256
+"""At most this many map tasks per pass: more row groups than this are grouped into consecutive runs."""
+
+
+def map_partitions(refs: Sequence[RowGroupRef], tasks: int = MAX_MAP_TASKS) -> list[list[RowGroupRef]]:
+    """``refs`` cut into at most ``tasks`` runs of consecutive row groups, as even as they go."""
+    if not refs:
+        return []
+    count = min(tasks, len(refs))
+    size, extra = divmod(len(refs), count)
+    runs: list[list[RowGroupRef]] = []
+    start = 0
+    for index in range(count):
+        stop = start + size + (1 if index < extra else 0)
+        runs.append(list(refs[start:stop]))
+        start = stop
+    return runs
+
+
 @dataclass
 class Counter:
     """Runs the counting passes of one measurement: the map per row group, the reduce by summing.
 
-    In process (no task runner) the map is :func:`dp.marginals.count_all` over the row groups as
-    they are read. With a task runner (a Dask cluster) each row group is counted by the
-    :func:`tasks.ingest.count_row_groups` task on the cluster, which reads it by (file, index), and
-    only the exact partial counts come back; they are summed here, in the measure task, before any
-    noise. Contribution bounding chooses rows across the whole table (a row-level keep mask that
-    must not leave this process), so with a privacy unit the map stays in process.
+    In process (no client) the map is :func:`dp.marginals.count_all` over the row groups as they
+    are read. With a Dask ``distributed`` client each run of row groups is counted on the cluster by
+    the plain function :func:`tasks.ingest.remote_count_partition` (no Prefect on the workers: they
+    need only this package and read access to the data), which reads its row groups by (file,
+    index); only the exact partial counts come back, and they are summed here, in the measure task,
+    before any noise. Contribution bounding chooses rows across the whole table (a row-level keep
+    mask that must not leave this process), so with a privacy unit the map stays in process.
 
     Attributes:
         data: The dataset (a Parquet file or a folder of them).
         unit: The privacy unit.
-        runner: A started task runner for the map, or None for in process.
+        client: A connected ``distributed.Client`` for the map, or None for in process.
         bounded: The contribution bounding of the first pass, reused by the later ones.
     """
 
     data: Path
     unit: PrivacyUnit
-    runner: TaskRunner[Any] | None = None
+    client: Any = None
     bounded: BoundedRows | None = None
 
     def count(
@@ -106,37 +128,44 @@ class Counter:
         maps: Mapping[str, npt.NDArray[np.integer[Any]]] | None = None,
     ) -> tuple[dict[tuple[str, ...], IntArray], RowHandling]:
         """Exact counts of ``workload`` over every (bounded) row: one map-reduce pass."""
-        if self.runner is None or self.unit.id_column is not None:
+        if self.client is None or self.unit.id_column is not None:
             batches, self.bounded = unit_row_groups(self.data, [d.name for d in domains], self.unit, self.bounded)
             return count_all(batches, domains, rules, workload, maps)
-        futures = [self.runner.submit(count_row_groups, parameters={
-            "refs": [ref], "domains": list(domains), "rules": dict(rules), "workload": list(workload),
-            "maps": None if maps is None else dict(maps)}) for ref in row_group_refs(self.data)]
+        shared = (list(domains), dict(rules), list(workload), None if maps is None else dict(maps))
+        futures = [self.client.submit(remote_count_partition, run, *shared, pure=False)
+                   for run in map_partitions(row_group_refs(self.data), self.tasks())]
         totals, handling = count_all([], domains, rules, workload, maps)  # zeros of the right shapes
-        for future in futures:
-            part, part_handling = future.result()
+        for part, part_handling in self.client.gather(futures):
             for columns, counts in part.items():
                 totals[columns] += counts
             handling.add(part_handling)
         return totals, handling
 
+    def tasks(self) -> int:
+        """Map tasks per pass: two per worker thread, at most :data:`MAX_MAP_TASKS`.
+
+        Two per thread so that one slow run of row groups does not hold up the whole pass.
+        """
+        threads = sum(self.client.nthreads().values()) or 1
+        return min(MAX_MAP_TASKS, 2 * threads)
+
 
 @contextmanager
-def map_runner(address: str | None) -> Iterator[TaskRunner[Any] | None]:
-    """A started Dask task runner connected to the cluster at ``address``, or None (in process).
+def map_client(address: str | None) -> Iterator[Any]:
+    """A ``distributed.Client`` connected to the scheduler at ``address``, or None (in process).
 
     Raises:
-        RuntimeError: If an address is given but the ``dask`` extra (prefect-dask) is not installed.
+        RuntimeError: If an address is given but the ``dask`` extra (distributed) is not installed.
     """
     if address is None:
         yield None
         return
     try:
-        from prefect_dask import DaskTaskRunner
+        from distributed import Client
     except ImportError as err:
         raise RuntimeError("dask: a scheduler address needs the dask extra (pip install 'dprelease[dask]')") from err
-    with DaskTaskRunner(address=address) as runner:
-        yield runner
+    with Client(address, timeout=DASK_CONNECT_SECONDS, set_as_default=False) as client:
+        yield client
 
 
 def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray:
@@ -164,11 +193,11 @@ def measure_marginals(
     """
     spec = load_spec(plan.spec_path)
     address = dask or spec.dask_address
-    with map_runner(address) as runner:
+    with map_client(address) as client:
         if address is not None:
             get_run_logger().info("counting row groups on the Dask cluster at %s%s", address,
                                   " (in process: contribution bounding)" if spec.schema.privacy_unit.id_column else "")
-        return _measure(plan, spec, bounds, ledger_path, staging, Counter(spec.data, spec.schema.privacy_unit, runner))
+        return _measure(plan, spec, bounds, ledger_path, staging, Counter(spec.data, spec.schema.privacy_unit, client))
 
 
 def _measure(

@@ -1,12 +1,14 @@
-"""The counting map on a Dask cluster (prefect-dask): same exact counts, same release, noise in the flow.
+"""The counting map on a Dask cluster (plain ``distributed``): same exact counts, same release, noise in the flow.
 
-Needs the ``dask`` extra (``pip install '.[dask]'``); skipped without it.
+The workers run no Prefect task: they are started with a Prefect API address where nothing listens, and
+the release still publishes. Needs the ``dask`` extra (``pip install '.[dask]'``); skipped without it.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -14,14 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-pytest.importorskip("prefect_dask")
 distributed = pytest.importorskip("distributed")
 
 from dp.accounting import Ledger  # noqa: E402
 from schemas.encoding import domains_for, rules_for  # noqa: E402
 from schemas.model import load_spec  # noqa: E402
 from tasks.ingest import row_group_refs  # noqa: E402
-from tasks.measure import Counter, map_runner  # noqa: E402
+from tasks.measure import Counter, map_client, map_partitions  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
@@ -30,7 +31,9 @@ BOUNDS = {"fnlwgt": (10_000.0, 1_500_000.0), "capital-gain": (0.0, 100_000.0), "
 
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as local:
+    # No Prefect API reachable from the workers: a Prefect task run there would fail to report its state.
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  env={"PREFECT_API_URL": "http://127.0.0.1:9/api"}) as local:
         yield local
 
 
@@ -63,11 +66,12 @@ def test_the_map_on_the_cluster_gives_the_in_process_exact_counts(prefect_harnes
     assert len(row_group_refs(spec.data)) == 9
     local, local_handling = Counter(spec.data, spec.schema.privacy_unit).count(domains, rules, workload, maps)
     with distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
-        with map_runner(cluster.scheduler_address) as runner:
-            remote, remote_handling = Counter(spec.data, spec.schema.privacy_unit, runner).count(
+        with map_client(cluster.scheduler_address) as remote_client:
+            remote, remote_handling = Counter(spec.data, spec.schema.privacy_unit, remote_client).count(
                 domains, rules, workload, maps)
     workers = {record["worker"] for record in stream.data}
-    assert len(stream.data) >= 9 and workers <= set(cluster.scheduler_info["workers"])
+    # 9 row groups in runs of consecutive ones, two runs per worker thread: 4 map tasks on both workers
+    assert len(stream.data) == 4 and workers <= set(cluster.scheduler_info["workers"])
     assert remote.keys() == local.keys()
     for columns in workload:
         np.testing.assert_array_equal(remote[columns], local[columns])
@@ -82,11 +86,54 @@ def test_a_release_with_the_cli_dask_option_completes(prefect_harness, cluster, 
         code = main(["release", str(example), "--out", str(tmp_path / "out"), "--ledger", str(ledger),
                      "--release-id", "r-dask", "--dask", cluster.scheduler_address])
     assert code == 0, capsys.readouterr().err
-    # three passes of cliques: auto (1-ways, coarse pairs, coarse triples), 9 row groups each
-    assert len(stream.data) >= 27
+    # three passes of cliques: auto (1-ways, coarse pairs, coarse triples), 4 map tasks each
+    assert len(stream.data) == 12
+    assert {record["worker"] for record in stream.data} <= set(cluster.scheduler_info["workers"])
     target = tmp_path / "out" / "us-cps-1994-adult" / "r-dask"
     assert pq.read_metadata(target / "synthetic" / "adult.parquet").num_rows > 30_000
     assert json.loads((target / "internal" / "row_handling.json").read_text())["rows_in"] == 32561
     with Ledger.open(ledger) as book:
         assert book.release_status("r-dask") == "published"
         assert book.status("us-cps-1994-adult").reserved == 0
+
+
+def test_the_workers_import_no_prefect_run_context(cluster):
+    """What the workers ran left no Prefect flow or task run context behind (plain functions only)."""
+    def prefect_runs() -> list[str]:
+        import sys
+        context = sys.modules.get("prefect.context")
+        if context is None:
+            return []
+        return [kind for kind in ("FlowRunContext", "TaskRunContext") if getattr(context, kind).get() is not None]
+
+    with distributed.Client(cluster) as client:
+        assert all(found == [] for found in client.run(prefect_runs).values())
+
+
+def test_map_partitions_cover_every_row_group_once_in_order():
+    refs = [("f", i) for i in range(1000)]
+    runs = map_partitions(refs, tasks=256)
+    assert len(runs) == 256 and [r for run in runs for r in run] == refs
+    assert max(map(len, runs)) - min(map(len, runs)) <= 1
+    assert map_partitions(refs[:3]) == [[("f", 0)], [("f", 1)], [("f", 2)]] and map_partitions([]) == []
+
+
+def test_a_failure_on_a_worker_comes_back_message_free(cluster, tmp_path):
+    """A library error carrying a raw value on a worker reaches the client as a message-free StageFailed."""
+    import pyarrow as pa
+
+    from dp.marginals import ColumnDomain
+    from tasks import StageFailed
+    from tasks.ingest import remote_count_partition
+
+    data = tmp_path / "strings.parquet"
+    pq.write_table(pa.table({"x": ["CANARY_dask_Qw7"] * 3}), data)  # pyarrow's parse error quotes the value
+    domains = [ColumnDomain("x", "int", edges=(0.0, 1.0, 2.0))]
+    with distributed.Client(cluster) as client:
+        future = client.submit(remote_count_partition, [(str(data), 0)], domains, {}, [("x",)], None, pure=False)
+        with pytest.raises(StageFailed) as info:
+            future.result()
+        frames = "".join(traceback.format_tb(future.traceback()))
+        assert frames and "CANARY" not in frames
+    assert "count_row_groups" in str(info.value) and "ArrowInvalid" in str(info.value)
+    assert "CANARY" not in repr(info.value) and info.value.__cause__ is None and info.value.__context__ is None

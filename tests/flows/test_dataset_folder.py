@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from dp.accounting import Ledger
 from tasks.ingest import InputError, check_structure, dataset_schema, read_table, row_group_refs
 
 pytestmark = pytest.mark.e2e

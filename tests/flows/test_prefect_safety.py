@@ -194,7 +194,8 @@ def library_failure(*args, **kwargs):
     raise pa.ArrowInvalid(f"could not convert {LIBRARY_CANARY} with type str: tried to convert to int64")
 
 
-for stage, module, name in [("inspect", tasks.ingest, "check_structure"), ("validate", tasks.validate, "run_expectations"),
+for stage, module, name in [("inspect", tasks.ingest, "check_structure"),
+                            ("validate", tasks.validate, "run_expectations"),
                             ("bounds", tasks.bounds, "tail_counts"), ("measure", tasks.measure, "count_all"),
                             ("evaluate", tasks.evaluate, "utility"), ("publish", tasks.publish, "file_entries")]:
     kept = getattr(module, name)
@@ -300,7 +301,8 @@ def test_the_scenarios_ran_as_intended(canary_runs):
     assert results["release_stage_raises"]["message"].startswith("injected failure in estimate_model")
     # A sensitive stage's own unexpected error leaves it message-free: stage and type only.
     assert results["release_sensitive_task_raises"]["error"] == "StageFailed"
-    assert results["release_sensitive_task_raises"]["message"].startswith("stage validate_table failed with RuntimeError")
+    message = results["release_sensitive_task_raises"]["message"]
+    assert message.startswith("stage validate_table failed with RuntimeError")
     assert results["check_fails"]["error"] == "DataQualityError"
     assert "column 'age'" in results["check_fails"]["message"]
     assert "column 'occupation'" in results["check_fails"]["message"]
