@@ -9,6 +9,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from dp.random import secure_seed
+from flows.schedules import pause_schedules_when_refused
 from flows.settings import state_dir
 from tasks import DPReleaseError, steward_area
 from tasks.bounds import find_bounds
@@ -32,7 +33,8 @@ def new_release_id() -> str:
     return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-@flow(name="release", log_prints=False, persist_result=False, validate_parameters=True)
+@flow(name="release", log_prints=False, persist_result=False, validate_parameters=True,
+      on_failure=[pause_schedules_when_refused])
 def release(
     spec: str,
     out: str = "releases",

@@ -1,0 +1,80 @@
+"""A scheduled release refused by the lifetime budget pauses its deployment's schedules (real Prefect API).
+
+The deployment is registered on the session's Prefect test server (a real API on 127.0.0.1, SQLite),
+a flow run is created from it as the scheduler would, and the real release flow runs as that flow
+run; the ledger refuses it, and its ``on_failure`` hook pauses the deployment's schedules.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import DeploymentScheduleCreate
+from prefect.client.schemas.schedules import IntervalSchedule
+from prefect.flow_engine import run_flow
+
+from dp.errors import BudgetExceededError
+
+pytestmark = pytest.mark.e2e
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+
+
+def _spec(tmp_path: Path, **changes: object) -> Path:
+    folder = tmp_path / "example"
+    folder.mkdir()
+    for name in ("schema.yaml", "adult.parquet"):
+        shutil.copy(ADULT / name, folder / name)
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc.update(changes)
+    (folder / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return folder / "release.yaml"
+
+
+def _deployment(name: str) -> tuple[object, object]:
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name("release")
+        deployment_id = client.create_deployment(
+            flow_id, name, entrypoint="flows/release.py:release",
+            schedules=[DeploymentScheduleCreate(schedule=IntervalSchedule(interval=timedelta(hours=1)), active=True)])
+        flow_run = client.create_flow_run_from_deployment(deployment_id)
+    return deployment_id, flow_run
+
+
+def _active(deployment_id: object) -> list[bool]:
+    with get_client(sync_client=True) as client:
+        return [s.active for s in client.read_deployment_schedules(deployment_id)]  # type: ignore[arg-type]
+
+
+def test_a_budget_refusal_pauses_the_deployments_schedules(prefect_harness, tmp_path):
+    from flows.release import release
+
+    # A lifetime budget that admits one release like this one: the first spends it, the second is refused.
+    spec = _spec(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9}, release_cap=None)
+    common = {"spec": str(spec), "out": str(tmp_path / "out"), "ledger": str(tmp_path / "ledger.sqlite")}
+    release(**common, release_id="first")
+    deployment_id, flow_run = _deployment("refused-schedule")
+    assert _active(deployment_id) == [True]
+    parameters = {**common, "release_id": "refused"}
+    state = run_flow(release, flow_run=flow_run, parameters=parameters, return_type="state")
+    assert state.is_failed()
+    assert isinstance(state.result(raise_on_failure=False), BudgetExceededError)
+    assert _active(deployment_id) == [False]
+    assert not (tmp_path / "out" / "us-cps-1994-adult" / "refused").exists()
+
+
+def test_other_failures_leave_the_schedules_alone(prefect_harness, tmp_path):
+    from flows.release import release
+
+    spec = _spec(tmp_path)
+    (spec.parent / "adult.parquet").write_bytes(b"not parquet")  # an input error, not a budget refusal
+    deployment_id, flow_run = _deployment("input-error-schedule")
+    parameters = {"spec": str(spec), "out": str(tmp_path / "out"), "ledger": str(tmp_path / "ledger.sqlite"),
+                  "release_id": "bad-input"}
+    state = run_flow(release, flow_run=flow_run, parameters=parameters, return_type="state")
+    assert state.is_failed() and not isinstance(state.result(raise_on_failure=False), BudgetExceededError)
+    assert _active(deployment_id) == [True]
