@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from prefect import flow, get_run_logger
+from prefect.artifacts import create_table_artifact
 
 from schemas.model import load_schema
 from schemas.validation import validate_batches
@@ -18,8 +19,10 @@ def junit_report(suite_name: str, cases: list[tuple[str, str, str | None, bool]]
 
     Args:
         suite_name: The testsuite's name (file names only).
-        cases: ``(column, rule, failure, errored)``: ``failure`` is None when the rule passed;
-            ``errored`` marks a check that could not be evaluated.
+        cases: ``(classname, rule, failure, errored)``: the classname groups the testcase (``column
+            NAME`` for a column's rules, ``schema`` or ``input`` for a file that cannot be read);
+            ``failure`` is None when the rule passed; ``errored`` marks a check that could not be
+            evaluated.
 
     Returns:
         The UTF-8 encoded document. It names columns and rules from the schema, never a value.
@@ -29,8 +32,8 @@ def junit_report(suite_name: str, cases: list[tuple[str, str, str | None, bool]]
     counts = {"tests": str(len(cases)), "failures": str(failures), "errors": str(errors), "skipped": "0"}
     root = ET.Element("testsuites", {"name": "dprelease check", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": suite_name, **counts})
-    for column, rule, failure, errored in cases:
-        case = ET.SubElement(suite, "testcase", {"classname": f"column {column}", "name": rule})
+    for classname, rule, failure, errored in cases:
+        case = ET.SubElement(suite, "testcase", {"classname": classname, "name": rule})
         if failure is not None:
             ET.SubElement(case, "error" if errored else "failure",
                           {"message": failure, "type": "error" if errored else "rule"}).text = failure
@@ -42,15 +45,26 @@ class DataQualityError(DPReleaseError, ValueError):
     """The table fails its schema; the message names columns and rules, never a value."""
 
 
+Outcome = dict[str, str]
+"""One rule's outcome for the flow's table artifact: ``column``, ``rule`` and ``outcome`` (pass, fail, error)."""
+
+
 @sensitive_task("validate_quality")
-def validate_quality(schema_path: str, data_path: str) -> list[str]:
-    """Failed rules (column and rule, never a value); empty when the data passes."""
+def validate_quality(schema_path: str, data_path: str) -> tuple[list[str], list[Outcome]]:
+    """Failed rules (column and rule, never a value; empty when the data passes) and every rule's outcome."""
     schema = load_schema(schema_path)
     problems = check_structure(Path(data_path), schema)
+    unsound = {p.column for p in problems}
+    outcomes = [{"column": c.name, "rule": "must be present once with its declared type",
+                 "outcome": "fail" if c.name in unsound else "pass"} for c in schema.columns]
     if problems:
-        return problems
+        return problems, outcomes
     data = Path(data_path)
-    return validate_batches(row_groups(data, schema.names), schema, dataset_schema(data)).failed_rules()
+    report = validate_batches(row_groups(data, schema.names), schema, dataset_schema(data))
+    outcomes += [{"column": o.column, "rule": o.rule,
+                  "outcome": "error" if o.errored else "pass" if o.success else "fail"}
+                 for o in report.expectations if o.expectation_type != "expect_column_to_exist"]
+    return report.failed_rules(), outcomes
 
 
 # The parameters are not called ``schema`` and ``data``: a parameter named ``schema`` shadows a
@@ -60,7 +74,10 @@ def check_quality(schema_path: str, data_path: str) -> bool:
     """Validate the table at ``data_path`` against the schema at ``schema_path``.
 
     The run fails when the data fails the schema, so that a deployment's run state is the gate.
-    Parameters are public paths; only the names of failed columns and rules are logged.
+    Parameters are public paths; only the names of failed columns and rules are logged. Every
+    rule's outcome (column, rule, pass/fail/error: no value, no count) goes to a table artifact
+    ``quality-<schema file stem>``. Like the gate itself, it is not differentially private: it
+    belongs to the steward's Prefect, not to public logs.
 
     Args:
         schema_path: Path of the table schema (YAML).
@@ -73,7 +90,11 @@ def check_quality(schema_path: str, data_path: str) -> bool:
         DataQualityError: Listing the failed rules (columns and rules only).
     """
     schema_file, data_file = Path(schema_path).resolve(), Path(data_path).resolve()
-    failed = validate_quality(str(schema_file), str(data_file))
+    failed, outcomes = validate_quality(str(schema_file), str(data_file))
+    key = "quality-" + "".join(ch if ch.isalnum() else "-" for ch in schema_file.stem.lower())
+    create_table_artifact(table=outcomes, key=key,
+                          description=f"data-quality rules of {data_file.name} against {schema_file.name} "
+                                      "(not differentially private: steward only)")
     logger = get_run_logger()
     if failed:
         raise DataQualityError(f"{data_file.name} fails {schema_file.name}: " + "; ".join(failed))

@@ -223,7 +223,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     # One structure testcase per declared column, then the value checks when the structure fits.
     unsound = {p.column: str(p) for p in problems}
     cases: list[tuple[str, str, str | None, bool]] = [
-        (c.name, "must be present once with its declared type", unsound.get(c.name), False) for c in schema.columns
+        (f"column {c.name}", "must be present once with its declared type", unsound.get(c.name), False)
+        for c in schema.columns
     ]
     if problems:
         failed = [str(p) for p in problems]
@@ -236,7 +237,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"dprelease check: {err}", file=sys.stderr)
             return EXIT_USAGE
         failed = report.failed_rules()
-        cases += [(o.column, o.rule, None if o.success else o.line(), o.errored) for o in report.expectations
+        cases += [(f"column {o.column}", o.rule, None if o.success else o.line(), o.errored)
+                  for o in report.expectations
                   if o.expectation_type != "expect_column_to_exist"]  # the structure testcase covers it
     summary = {"schema": str(args.schema), "data": data.name, "passed": not failed, "failed_rules": failed}
     if args.summary:

@@ -47,6 +47,33 @@ def _approx(rho: Fraction, delta: Fraction) -> dict[str, Any]:
     return _exact(approx_from_zcdp_cks(ZCDPBudget(rho), delta).epsilon)
 
 
+def budget_table(audit: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The audit's budget as rows of a table (Prefect's table artifact): each stage, the release, the lifetime.
+
+    Every row gives the booked amount in the ledger's unit and, under zCDP, the epsilon that amount alone
+    converts to at the release's delta (CKS conversion), so a reader sees both.
+    """
+    budget, life = audit["budget"], audit["lifetime"]
+    unit = budget["unit"]
+    delta = Fraction(budget["declared"]["delta"])
+
+    def row(name: str, amount: Mapping[str, Any] | None) -> dict[str, Any]:
+        if amount is None:
+            return {"budget": name, unit: None, "epsilon": None, "delta": None}
+        exact = Fraction(amount["exact"])
+        if unit == "rho":
+            epsilon = float(approx_from_zcdp_cks(ZCDPBudget(exact), delta).epsilon) if exact > 0 else 0.0
+            return {"budget": name, unit: float(exact), "epsilon": epsilon, "delta": float(delta)}
+        return {"budget": name, unit: float(exact), "epsilon": float(exact), "delta": 0.0}
+
+    rows = [row(f"stage {s['stage']}", s["booked"]) for s in budget["stages"]]
+    rows.append(row("this release (booked)", budget["booked"]))
+    rows.append(row("lifetime cap", life["cap"]))
+    rows.append(row("lifetime spent before", life["spent_before"]))
+    rows.append(row("lifetime remaining after", life["remaining_after"]))
+    return rows
+
+
 def build_audit(
     *,
     plan: ReleasePlan,

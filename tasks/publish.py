@@ -10,11 +10,11 @@ from importlib import metadata
 from pathlib import Path
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_link_artifact, create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dp.accounting import Ledger, LedgerStatus
 from dp.svt import DiscoveredBounds
-from schemas.audit import build_audit, render_markdown
+from schemas.audit import budget_table, build_audit, render_markdown
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from schemas.report_html import render_html
@@ -107,19 +107,18 @@ def publish_release(plan: ReleasePlan, staging: str, out: str, ledger_path: str)
 
 
 def _artifacts(plan: ReleasePlan, target: Path) -> None:
-    """Prefect artifacts with public content only: the budget table and a link to the release."""
+    """Prefect artifacts with public content only: the budget table and where the release is.
+
+    The location is a plain path in Markdown (a ``file://`` link is blocked by browsers from an http UI).
+    """
     audit = json.loads((target / "audit.json").read_text(encoding="utf-8"))
-    unit = audit["budget"]["unit"]
-    lines = [f"### Release `{plan.release_id}` of `{plan.dataset}`", "",
-             f"| stage | booked {unit} |", "|---|---|"]
-    lines += [f"| {s['stage']} | {s['booked']['value']:.6g} |" for s in audit["budget"]["stages"]]
-    life = audit["lifetime"]
-    lines += ["", f"Lifetime {unit}: cap {life['cap']['value']:.6g}, this release {life['this_release']['value']:.6g}, "
-              f"remaining {life['remaining_after']['value']:.6g}."]
     key = "".join(ch if ch.isalnum() else "-" for ch in plan.dataset.lower())
-    create_markdown_artifact(markdown="\n".join(lines), key=f"budget-{key}", description="privacy budget (public)")
-    create_link_artifact(link=target.resolve().as_uri(), link_text=f"release {plan.release_id}",
-                         key=f"release-{key}", description="the published release folder")
+    create_table_artifact(table=budget_table(audit), key=f"budget-{key}",
+                          description=f"privacy budget of release {plan.release_id} of {plan.dataset} (public)")
+    create_markdown_artifact(
+        markdown=f"### Release `{plan.release_id}` of `{plan.dataset}`\n\nPublished to `{target.resolve()}` "
+                 f"(check it with `dprelease verify {target.resolve()}`).",
+        key=f"release-{key}", description="where the published release folder is")
 
 
 def abort_release(release_id: str, staging: Path | None, ledger_path: str) -> None:

@@ -131,13 +131,13 @@ def test_usage_and_schema_errors_exit_2_with_an_error_testcase(tmp_path, capsys)
     code, out = _run(["check", str(bad_schema), str(ADULT / "adult.parquet"), "--junit", str(report)], capsys)
     assert code == 2, out
     suite, cases = _cases(report)
-    assert int(suite.get("errors")) == 1 and list(_failures(cases)) == [("column schema", "must be readable")]
+    assert int(suite.get("errors")) == 1 and list(_failures(cases)) == [("schema", "must be readable")]
 
     (tmp_path / "x.parquet").write_bytes(b"not parquet " + CANARY_TEXT.encode())
     code, out = _run(["check", str(SCHEMA), str(tmp_path / "x.parquet"), "--junit", str(report)], capsys)
     assert code == 2
     assert "not a readable Parquet file" in out
-    assert list(_failures(_cases(report)[1])) == [("column input", "must be readable")]
+    assert list(_failures(_cases(report)[1])) == [("input", "must be readable")]
     _assert_no_canary(out, report.read_bytes())
 
     with pytest.raises(SystemExit) as info:  # argparse: a missing argument is a usage error
@@ -161,3 +161,19 @@ def test_check_quality_flow_passes_on_adult_and_fails_on_a_bad_table(prefect_har
     assert "column 'age': values must be between 17 and 90" in message
     assert "column 'occupation'" in message
     _assert_no_canary(message, caplog.text)
+
+    # Every rule's outcome, columns and rules only, in a table artifact of the run.
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found = ArtifactFilter(key=ArtifactFilterKey(any_=["quality-schema"]))
+        artifacts = client.read_artifacts(artifact_filter=found)
+    latest = max((a for a in artifacts if a.flow_run_id == state.state_details.flow_run_id), key=lambda a: a.created)
+    rows = json.loads(latest.data) if isinstance(latest.data, str) else latest.data
+    assert latest.type == "table" and {tuple(sorted(r)) for r in rows} == {("column", "outcome", "rule")}
+    outcomes = {(r["column"], r["rule"]): r["outcome"] for r in rows}
+    assert outcomes[("age", "values must be between 17 and 90")] == "fail"
+    assert outcomes[("education", "must be present once with its declared type")] == "pass"
+    assert {r["column"] for r in rows} == set(load_schema(SCHEMA).names)
+    _assert_no_canary(json.dumps(rows), latest.description or "")

@@ -251,7 +251,7 @@ def test_logs_hold_no_raw_value(prefect_harness, tmp_path, caplog):
     assert CANARY_TEXT not in caplog.text and str(CANARY_NUMBER) not in caplog.text
 
 
-def test_prefect_artifacts_hold_the_public_budget_table_and_a_link(adult_release):
+def test_prefect_artifacts_hold_the_public_budget_table_and_the_location(adult_release):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
@@ -261,11 +261,24 @@ def test_prefect_artifacts_hold_the_public_budget_table_and_a_link(adult_release
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["budget-us-cps-1994-adult",
                                                                        "release-us-cps-1994-adult"]))
         )
-    mine = {a.key: str(a.data) for a in artifacts if "r-e2e-1" in str(a.data)}
+    mine = {a.key: a for a in artifacts if "r-e2e-1" in f"{a.description} {a.data}"}
     assert set(mine) == {"budget-us-cps-1994-adult", "release-us-cps-1994-adult"}
-    assert "| cliques |" in mine["budget-us-cps-1994-adult"] and "Lifetime rho" in mine["budget-us-cps-1994-adult"]
-    assert mine["release-us-cps-1994-adult"] == f"[release r-e2e-1]({target.as_uri()})"  # a link, as markdown
-    for text in mine.values():
+    budget = mine["budget-us-cps-1994-adult"]
+    assert budget.type == "table"
+    rows = json.loads(budget.data) if isinstance(budget.data, str) else budget.data
+    by_name = {r["budget"]: r for r in rows}
+    audit = json.loads((target / "audit.json").read_text(encoding="utf-8"))
+    stages = [f"stage {s['stage']}" for s in audit["budget"]["stages"]]
+    assert "stage cliques" in stages and [r["budget"] for r in rows[:len(stages)]] == stages
+    assert set(by_name) >= {"this release (booked)", "lifetime cap", "lifetime remaining after"}
+    assert by_name["this release (booked)"]["rho"] == pytest.approx(audit["budget"]["booked"]["value"])
+    assert by_name["this release (booked)"]["epsilon"] == pytest.approx(1.0, abs=1e-6)  # the spec's epsilon = 1
+    assert by_name["lifetime remaining after"]["rho"] == pytest.approx(audit["lifetime"]["remaining_after"]["value"])
+    location = mine["release-us-cps-1994-adult"]
+    assert location.type == "markdown" and f"`{target.resolve()}`" in str(location.data)
+    assert "file://" not in str(location.data)
+    for artifact in mine.values():
+        text = f"{artifact.description} {artifact.data}"
         assert CANARY_TEXT not in text and str(CANARY_NUMBER) not in text and "32561" not in text
 
 
