@@ -132,6 +132,27 @@ def guard_raw_errors(stage: str, function: Callable[..., Any]) -> Callable[..., 
     return guarded
 
 
+def announce(stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """Log one line when a stage starts and one when it ends (with its duration): signs of life."""
+
+    @functools.wraps(function)
+    def announced(*args: Any, **kwargs: Any) -> Any:
+        from prefect import get_run_logger
+        from prefect.exceptions import MissingContextError
+
+        try:
+            logger: Any = get_run_logger()
+        except MissingContextError:
+            return function(*args, **kwargs)
+        logger.info("stage %s started", stage)
+        start = time.monotonic()
+        outcome = function(*args, **kwargs)
+        logger.info("stage %s finished in %.1f s", stage, time.monotonic() - start)
+        return outcome
+
+    return announced
+
+
 def sensitive_task(name: str) -> Callable[[Callable[..., Any]], Task[Any, Any]]:
     """``@task(name=name, **SENSITIVE)``, marked as sensitive: the decorator of every raw-data task.
 
@@ -140,6 +161,6 @@ def sensitive_task(name: str) -> Callable[[Callable[..., Any]], Task[Any, Any]]:
     """
 
     def decorate(function: Callable[..., Any]) -> Task[Any, Any]:
-        return mark_sensitive(task(name=name, **SENSITIVE)(guard_raw_errors(name, function)))
+        return mark_sensitive(task(name=name, **SENSITIVE)(announce(name, guard_raw_errors(name, function))))
 
     return decorate

@@ -29,6 +29,7 @@ from schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema, load
 from schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
 from tasks import sensitive_task
 from tasks.ingest import RowGroupRef, remote_count_partition, row_group_refs, unit_row_groups
+from tasks.progress import StageProgress
 from tasks.staging import write_internal
 
 
@@ -119,6 +120,7 @@ class Counter:
     unit: PrivacyUnit
     client: Any = None
     bounded: BoundedRows | None = None
+    progress: StageProgress = field(default_factory=lambda: StageProgress("measure"))
 
     def count(
         self,
@@ -130,12 +132,13 @@ class Counter:
         """Exact counts of ``workload`` over every (bounded) row: one map-reduce pass."""
         if self.client is None or self.unit.id_column is not None:
             batches, self.bounded = unit_row_groups(self.data, [d.name for d in domains], self.unit, self.bounded)
-            return count_all(batches, domains, rules, workload, maps)
+            total = len(row_group_refs(self.data))
+            return count_all(self.progress.track(batches, total), domains, rules, workload, maps)
         shared = (list(domains), dict(rules), list(workload), None if maps is None else dict(maps))
         futures = [self.client.submit(remote_count_partition, run, *shared, pure=False)
                    for run in map_partitions(row_group_refs(self.data), self.tasks())]
         totals, handling = count_all([], domains, rules, workload, maps)  # zeros of the right shapes
-        for part, part_handling in self.client.gather(futures):
+        for part, part_handling in self.progress.track((f.result() for f in futures), len(futures), "map task"):
             for columns, counts in part.items():
                 totals[columns] += counts
             handling.add(part_handling)
