@@ -103,21 +103,36 @@ def _codes(
     return codes[: len(rs)], codes[len(rs):], len(names), labels
 
 
-def joint_tvd(real: Sequence[IntArray], synthetic: Sequence[IntArray]) -> float:
-    """TVD of the joint histogram of some coded columns, counted over the cells that occur.
+DENSE_CELLS = 1 << 22
+"""A joint histogram with at most this many cells (or 4 per row) is counted densely."""
 
-    Keys are compacted column by column (``np.unique``), so they never exceed the row count times
-    one column's size: no overflow and no allocation of the product of the sizes.
+
+def joint_tvd(real: Sequence[IntArray], synthetic: Sequence[IntArray]) -> float:
+    """TVD of the joint histogram of some coded columns.
+
+    When the product of the columns' sizes is small it is counted densely (``bincount`` over the
+    product, as the evaluator does). Otherwise it is counted over the cells that occur: keys are
+    compacted column by column (``np.unique``), so they never exceed the row count times one
+    column's size: no overflow and no allocation of the product of the sizes.
     """
     n_real = len(real[0])
-    key = np.concatenate([real[0], synthetic[0]]).astype(np.int64)
-    for r, s in zip(real[1:], synthetic[1:], strict=True):
+    columns = [np.concatenate([r, s]).astype(np.int64) for r, s in zip(real, synthetic, strict=True)]
+    sizes = [int(c.max(initial=0)) + 1 for c in columns]
+    if float(np.prod([float(x) for x in sizes])) <= max(4.0 * len(columns[0]), DENSE_CELLS):
+        # The product of the sizes is small: count it densely, as the evaluator does (the same figure).
+        cell = np.ravel_multi_index(columns, sizes) if len(columns) > 1 else columns[0]
+        return _tvd_of_cells(cell, n_real, int(np.prod(sizes)))
+    key = columns[0]
+    for other in columns[1:]:
         _, key = np.unique(key, return_inverse=True)
-        other = np.concatenate([r, s]).astype(np.int64)
         key = key.reshape(-1).astype(np.int64) * (int(other.max(initial=0)) + 1) + other
     _, cell = np.unique(key, return_inverse=True)
     cell = cell.reshape(-1)
-    size = int(cell.max(initial=-1)) + 1
+    return _tvd_of_cells(cell, n_real, int(cell.max(initial=-1)) + 1)
+
+
+def _tvd_of_cells(cell: npt.NDArray[np.integer[Any]], n_real: int, size: int) -> float:
+    """TVD between the histograms of the first ``n_real`` cells and of the rest."""
     p = np.bincount(cell[:n_real], minlength=size).astype(np.float64)
     q = np.bincount(cell[n_real:], minlength=size).astype(np.float64)
     p /= max(float(p.sum()), 1.0)
