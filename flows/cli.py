@@ -56,21 +56,21 @@ def _parser() -> argparse.ArgumentParser:
                      help="count row groups on the Dask cluster at this scheduler address (wins over the spec's dask)")
     plan = sub.add_parser("plan", parents=[common],
                           help="print the budget plan of a spec without reading data")
-    plan.add_argument("spec")
+    plan.add_argument("spec", help="release spec (YAML); its schema is read, never the data")
     plan.add_argument("--ledger", default=None, help="show the dataset's position in this ledger too")
     check = sub.add_parser("check", parents=[common],
                            help="validate a table against a schema (exit 0 pass, 1 fail, 2 error); non-private: "
                                 "its results belong in the steward's CI, not in public logs")
-    check.add_argument("schema")
-    check.add_argument("data")
+    check.add_argument("schema", help="table schema (YAML) written from public knowledge")
+    check.add_argument("data", help="the table: a Parquet file or a folder of Parquet files")
     check.add_argument("--summary", default=None, help="write a JSON summary here (no data values)")
     check.add_argument("--junit", default=None, help="write a JUnit XML report here (no data values)")
     verify = sub.add_parser("verify", parents=[common],
                             help="check a release folder against its manifest (exit 1 on a mismatch)")
-    verify.add_argument("release_dir")
+    verify.add_argument("release_dir", help="a published release folder (holding manifest.json)")
     report = sub.add_parser("report", parents=[common],
                             help="re-render audit.html (and audit.md) of a release from its audit.json")
-    report.add_argument("release_dir")
+    report.add_argument("release_dir", help="a published release folder (holding audit.json)")
     return parser
 
 

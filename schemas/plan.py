@@ -148,12 +148,16 @@ class ReleasePlan:
         unit = "epsilon" if self.definition == "pure" else "rho"
         out = [f"release {self.release_id} of dataset {self.dataset!r} ({_describe_definition(self)})",
                f"  reserved: {unit}={float(self.total.amount):.6g}  (exact {self.total.amount})"]
+        stage_width = max((len(stage) for stage in self.stages), default=0)
         for stage, budget in self.stages.items():
-            out.append(f"  stage {stage:<8} {unit}={float(budget.amount):.6g}")
+            out.append(f"  stage {stage:<{stage_width}}  {unit}={float(budget.amount):.6g}")
+        kind_width = max([len("bounds") if self.bounds else 0, *(len(m.stage) for m in self.measurements)])
+        what_width = max([*(len(b.column) for b in self.bounds), *(len(m.query) for m in self.measurements), 0])
         for b in self.bounds:
-            out.append(f"    bounds  {b.column:<16} 2 x AboveThreshold epsilon={float(b.run_budget.epsilon):.6g}")
+            out.append(f"    {'bounds':<{kind_width}}  {b.column:<{what_width}}  "
+                       f"2 x AboveThreshold epsilon={float(b.run_budget.epsilon):.6g}")
         for m in self.measurements:
-            out.append(f"    {m.stage:<7} {m.query:<40} {unit}={float(m.budget.amount):.6g}")
+            out.append(f"    {m.stage:<{kind_width}}  {m.query:<{what_width}}  {unit}={float(m.budget.amount):.6g}")
         if self.selection is not None:
             out.append(f"    selection: up to {self.selection.rounds} rounds of the exponential mechanism, "
                        f"epsilon={float(self.selection.run_budget.epsilon):.6g} each, over "

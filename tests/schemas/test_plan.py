@@ -45,3 +45,15 @@ def test_cell_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(schemas.plan, "MAX_CELLS", 100)
     with pytest.raises(SchemaError, match="the limit is 100"):
         plan_release(load_spec(ADULT / "release-pairs.yaml"), "r", 1)
+
+
+def test_the_printed_plan_is_aligned_in_columns():
+    lines = plan_release(load_spec(ADULT / "release.yaml"), "r", 0).lines()
+    stages = [line for line in lines if line.startswith("  stage ")]
+    measured = [line for line in lines if line.startswith("    ") and "rho=" in line and ": " not in line]
+    bounds = [line for line in lines if "AboveThreshold" in line]
+    assert len(stages) >= 4 and len(measured) >= 14 and len(bounds) == 3
+    assert len({line.index("rho=") for line in stages}) == 1
+    # the query column and the budget column start at one offset on every bounds and measurement row
+    assert len({line.index("rho=") for line in measured} | {line.index("2 x ") for line in bounds}) == 1
+    assert len({len(line) - len(line[4:].split("  ", 1)[1].lstrip()) for line in measured + bounds}) == 1
