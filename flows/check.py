@@ -9,9 +9,9 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 from schemas.model import load_schema
-from schemas.validation import validate_batches
+from schemas.validation import structural_problems, validate_batches
 from tasks import DPReleaseError, sensitive_task
-from tasks.ingest import check_structure, dataset_schema, row_groups
+from tasks.ingest import dataset_schema, row_groups
 
 
 def junit_report(suite_name: str, cases: list[tuple[str, str, str | None, bool]]) -> bytes:
@@ -53,13 +53,13 @@ Outcome = dict[str, str]
 def validate_quality(schema_path: str, data_path: str) -> tuple[list[str], list[Outcome]]:
     """Failed rules (column and rule, never a value; empty when the data passes) and every rule's outcome."""
     schema = load_schema(schema_path)
-    problems = check_structure(Path(data_path), schema)
+    data = Path(data_path)
+    problems = structural_problems(schema, dataset_schema(data))
     unsound = {p.column for p in problems}
     outcomes = [{"column": c.name, "rule": "must be present once with its declared type",
                  "outcome": "fail" if c.name in unsound else "pass"} for c in schema.columns]
     if problems:
-        return problems, outcomes
-    data = Path(data_path)
+        return [str(p) for p in problems], outcomes
     report = validate_batches(row_groups(data, schema.names), schema, dataset_schema(data))
     outcomes += [{"column": o.column, "rule": o.rule,
                   "outcome": "error" if o.errored else "pass" if o.success else "fail"}

@@ -177,3 +177,24 @@ def test_check_quality_flow_passes_on_adult_and_fails_on_a_bad_table(prefect_har
     assert outcomes[("education", "must be present once with its declared type")] == "pass"
     assert {r["column"] for r in rows} == set(load_schema(SCHEMA).names)
     _assert_no_canary(json.dumps(rows), latest.description or "")
+
+
+@pytest.mark.e2e
+def test_check_quality_flow_names_a_missing_column_in_its_rule_outcomes(prefect_harness, tmp_path):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.check import DataQualityError, check_quality
+
+    data = tmp_path / "no-age.parquet"
+    pq.write_table(pq.read_table(ADULT / "adult.parquet").drop_columns(["age"]), data)
+    state = check_quality(schema_path=str(SCHEMA), data_path=str(data), return_state=True)
+    with pytest.raises(DataQualityError, match="age"):
+        state.result()
+    with get_client(sync_client=True) as client:
+        found = ArtifactFilter(key=ArtifactFilterKey(any_=["quality-schema"]))
+        artifacts = [a for a in client.read_artifacts(artifact_filter=found)
+                     if a.flow_run_id == state.state_details.flow_run_id]
+    rows = json.loads(artifacts[0].data) if isinstance(artifacts[0].data, str) else artifacts[0].data
+    outcomes = {r["column"]: r["outcome"] for r in rows}
+    assert outcomes["age"] == "fail" and outcomes["education"] == "pass"
