@@ -51,7 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     rel.add_argument("spec", help="release spec (YAML)")
     rel.add_argument("--out", default="releases", help="output folder (default: ./releases)")
     rel.add_argument("--ledger", default=None, help="privacy ledger (default: ./.dprelease/ledger.sqlite)")
-    rel.add_argument("--release-id", default=None, help="release id (default: a fresh one)")
+    rel.add_argument("--release-id", default=None, type=_release_id,
+                     help="release id: letters, digits, '_', '-', '.' (default: a fresh one)")
+    rel.add_argument("--internal", default=None, metavar="DIR",
+                     help="steward-only root, outside --out (default: the spec's internal:, else .dprelease/internal)")
     rel.add_argument("--dask", default=None, metavar="ADDRESS",
                      help="count row groups on the Dask cluster at this scheduler address (wins over the spec's dask)")
     plan = sub.add_parser("plan", parents=[common],
@@ -72,6 +75,16 @@ def _parser() -> argparse.ArgumentParser:
                             help="re-render audit.html (and audit.md) of a release from its audit.json")
     report.add_argument("release_dir", help="a published release folder (holding audit.json)")
     return parser
+
+
+def _release_id(value: str) -> str:
+    """The argparse type of ``--release-id``: an identifier, refused before anything starts (exit 2)."""
+    from schemas.identifiers import IdentifierError, check_identifier
+
+    try:
+        return check_identifier("release id", value)
+    except IdentifierError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _default_ledger(value: str | None) -> str:
@@ -137,7 +150,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     from tasks.preflight import preflight
 
     ledger = _default_ledger(args.ledger)
-    preflight(args.spec, args.out, ledger, args.dask, args.release_id)
+    spec = preflight(args.spec, args.out, ledger, args.dask, args.release_id, args.internal)
 
     started = time.monotonic()
     preload = _preload()
@@ -148,14 +161,18 @@ def cmd_release(args: argparse.Namespace) -> int:
         if not args.debug:
             _quiet_prefect_console()
         start_embedded_server()
-        target = release(spec=args.spec, out=args.out, ledger=ledger, release_id=args.release_id, dask=args.dask)
+        target = release(spec=args.spec, out=args.out, ledger=ledger, release_id=args.release_id, dask=args.dask,
+                         internal=args.internal)
     finally:
         preload.join()
     print(f"\nRelease published in {time.monotonic() - started:.1f} s: {target}")
-    for name in ("synthetic", "marginals", "audit.html", "audit.md", "audit.json", "manifest.json", "internal"):
-        suffix = {"audit.html": "   (the privacy audit report: open it in a browser)",
-                  "internal": "   (steward only)"}.get(name, "")
+    for name in ("synthetic", "marginals", "audit.html", "audit.md", "audit.json", "manifest.json"):
+        suffix = {"audit.html": "   (the privacy audit report: open it in a browser)"}.get(name, "")
         print(f"  {Path(target) / name}{suffix}")
+    from tasks.preflight import steward_root
+
+    steward = steward_root(spec, args.internal) / spec.dataset / Path(target).name
+    print(f"  {steward}   (steward only, outside the public folder: validation, row handling, internal report)")
     return EXIT_PASS
 
 

@@ -10,16 +10,25 @@ from prefect import flow, get_run_logger
 
 from dp.random import secure_seed
 from flows.schedules import pause_schedules_when_refused
-from flows.settings import state_dir
+from schemas.identifiers import check_identifier
 from tasks import DPReleaseError, steward_area
 from tasks.bounds import find_bounds
 from tasks.evaluate import evaluate_utility
 from tasks.ingest import inspect_table
 from tasks.measure import measure_marginals
 from tasks.plan import plan_budget
-from tasks.preflight import preflight
+from tasks.preflight import preflight, steward_root
 from tasks.publish import abort_release, provenance, publish_release, write_report
-from tasks.staging import create_staging, final_dir, staging_dir, verify_release
+from tasks.staging import (
+    check_staging,
+    create_staging,
+    create_steward,
+    final_dir,
+    staging_dir,
+    steward_dir,
+    verify_release,
+    write_internal,
+)
 from tasks.synthesize import estimate_model, sample_synthetic
 from tasks.validate import validate_table
 
@@ -41,6 +50,7 @@ def release(
     ledger: str = ".dprelease/ledger.sqlite",
     release_id: str | None = None,
     dask: str | None = None,
+    internal: str | None = None,
 ) -> str:
     """Run one release described by ``spec``; returns the published release folder.
 
@@ -49,6 +59,11 @@ def release(
     rather than drawing fresh noise, and reproduces the same public files byte for byte.
     Parameters are public identifiers only (paths and an id), never data.
 
+    The public folder ``<out>/<dataset>/<release_id>/`` holds exactly the files its manifest
+    lists; steward-only files (validation, exact row handling, the internal report, stage
+    failures) go to ``<internal>/<dataset>/<release_id>/``, owner-only. The internal report is
+    computed after publication: its failure is recorded there and never fails the release.
+
     Args:
         spec: Path of the release spec (YAML).
         out: Folder under which ``<dataset>/<release_id>/`` is published.
@@ -56,39 +71,57 @@ def release(
         release_id: Id of the release; a fresh one is made when omitted.
         dask: Scheduler address of an existing Dask cluster for the counting map (wins over the
             spec's ``dask.address``); None for the spec's setting or in process.
+        internal: The steward-only root (wins over the spec's ``internal:``); None for the spec's
+            or ``internal/`` in the state folder.
     """
     logger = get_run_logger()
+    rid = check_identifier("release id", release_id or new_release_id())
     spec_path = str(Path(spec).resolve())
     out_dir = Path(out).resolve()
+    if Path(out).is_symlink():
+        logger.info("output folder %s is a symbolic link to %s", out, out_dir)
     ledger_path = str(Path(ledger).resolve())
-    rid = release_id or new_release_id()
     # Everything that can be checked without reading a row, before the ledger is touched.
-    dataset = preflight(spec_path, str(out_dir), ledger_path, dask, release_id).dataset
+    loaded = preflight(spec_path, str(out_dir), ledger_path, dask, rid, internal)
+    dataset = loaded.dataset
+    steward = steward_dir(steward_root(loaded, internal), dataset, rid)
 
     published = final_dir(out_dir, dataset, rid)
-    if published.exists():
+    if published.exists() or published.is_symlink():
         problems = verify_release(published)
         if problems:
             raise ReleaseError(f"release {rid} exists but does not verify: {problems[0]}")
         logger.info("release %s is already published and verifies: %s", rid, published)
         return str(published)
 
-    with steward_area(state_dir() / "internal" / dataset / rid):
+    create_steward(steward)
+    check_staging(staging_dir(out_dir, dataset, rid), steward)  # a path this release did not make: refused now
+    with steward_area(steward):
         plan, before = plan_budget(spec_path, rid, ledger_path, secure_seed())
         staging: Path | None = None
         try:
-            staging = create_staging(staging_dir(out_dir, plan.dataset, rid))
+            staging = create_staging(staging_dir(out_dir, plan.dataset, rid), steward)
             inspect_table(plan)
-            validate_table(plan, str(staging))
+            validate_table(plan, str(steward))
             bounds = find_bounds(plan, ledger_path)
-            measured = measure_marginals(plan, bounds, ledger_path, str(staging), dask)
+            measured = measure_marginals(plan, bounds, ledger_path, str(steward), dask)
             estimate = estimate_model(plan, bounds, measured)
             synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"])
             write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging))
-            evaluate_utility(plan, str(staging), synthesis.table_file)
             target = publish_release(plan, str(staging), str(out_dir), ledger_path)
         except BaseException:
             abort_release(rid, staging, ledger_path)
             raise
-    logger.info("release %s published: %s", rid, target)
+        logger.info("release %s published: %s", rid, target)
+        # The internal report (non-private: utility, disclosure risk) comes after publication and
+        # never fails, delays the publication of, or un-publishes the release.
+        try:
+            evaluate_utility(plan, target, synthesis.table_file, str(steward))
+        except Exception as err:  # recorded for the steward: the release stands
+            kind = type(err).__name__
+            write_internal(steward, "evaluation-error.txt",
+                           f"the internal report failed ({kind}); the release is published and unaffected\n"
+                           + (str(err) if isinstance(err, DPReleaseError) else "") + "\n")
+            logger.warning("the internal report of release %s failed (%s); the release is published and "
+                           "unaffected; details in the steward folder", rid, kind)
     return target

@@ -35,7 +35,7 @@ from dp.marginals import Binning
 
 ColumnType = Literal["int", "float", "category"]
 STAGES = ("bounds", "one_way", "selection", "two_way", "cliques", "hierarchy")
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")  # \Z: "a\n" is not a name
 MAX_CELLS = 1_000_000
 
 
@@ -219,6 +219,7 @@ class ReleaseSpec:
         source: The spec file.
         dask_address: ``dask: {address: ...}``: the scheduler of an existing Dask cluster on which
             the counting map runs (the reduce and the noise stay in the flow), or None (in process).
+        internal: ``internal:``: the steward-only root (relative to the spec file), or None for the default.
     """
 
     dataset: str
@@ -243,6 +244,7 @@ class ReleaseSpec:
     root: str | None = None
     clique_bins: int = 8
     dask_address: str | None = None
+    internal: Path | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -599,7 +601,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     where = str(file)
     _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "release_cap", "allocation",
                        "two_way", "cliques", "root", "clique_bins", "hierarchy_split", "weighting", "seed",
-                       "description", "dask"},
+                       "description", "dask", "internal"},
           {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
     dataset = doc["dataset"]
     if not isinstance(dataset, str) or not _NAME.match(dataset):
@@ -710,12 +712,15 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise _fail(f"{where}: seed", "must be a non-negative whole number")
     dask_address = _dask_address(f"{where}: dask", doc.get("dask"))
+    internal = doc.get("internal")
+    if internal is not None and (not isinstance(internal, str) or not internal):
+        raise _fail(f"{where}: internal", "must be a folder path (the steward-only root, outside the output folder)")
     return ReleaseSpec(
         dataset=dataset, schema=schema, data=data, definition=definition, epsilon=epsilon, delta=delta,
         budget=budget, lifetime=lifetime, release_cap=release_cap, lifetime_epsilon=life_epsilon, allocation=allocation,
         two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path, hierarchy_split=split,
         weighting=weighting, auto_pairs=auto, auto_cliques=auto_cliques, root=root, clique_bins=clique_bins,
-        dask_address=dask_address,
+        dask_address=dask_address, internal=None if internal is None else (file.parent / internal).resolve(),
     )
 
 

@@ -5,7 +5,8 @@
 #
 # RELEASE_DIR is <out>/<dataset>/<release_id>/. "public" (the default) re-renders audit.json with
 # schemas.report_html.render_html (what `dprelease report` writes as audit.html); "internal" takes
-# the steward-only internal/report.html of the release (keep that screenshot internal too). The HTML
+# the steward-only report.html of the release from its steward folder (STEWARD_DIR, default
+# .dprelease/internal/<dataset>/<release_id>; keep that screenshot internal too). The HTML
 # is copied to a temporary directory, never written into the release folder (whose files are covered
 # by its manifest).
 #
@@ -22,9 +23,12 @@ out_png=$2
 kind=${3:-public}
 [[ $kind == public || $kind == internal ]] || usage
 [[ -f $release_dir/audit.json ]] || { echo "no audit.json in $release_dir" >&2; exit 1; }
-if [[ $kind == internal && ! -f $release_dir/internal/report.html ]]; then
-    echo "no internal/report.html in $release_dir" >&2; exit 1
+steward_dir=${STEWARD_DIR:-.dprelease/internal/$(basename "$(dirname "$release_dir")")/$(basename "$release_dir")}
+if [[ $kind == internal && ! -f $steward_dir/report.html ]]; then
+    echo "no report.html in the steward folder $steward_dir (set STEWARD_DIR)" >&2; exit 1
 fi
+export STEWARD_DIR_RESOLVED
+STEWARD_DIR_RESOLVED=$(if [[ -d $steward_dir ]]; then cd "$steward_dir" && pwd; fi)
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 python=${PYTHON:-$root/.venv/bin/python}
@@ -47,6 +51,7 @@ html=$work/$kind.html
 # Prints an estimate of the page height in CSS pixels (for the window size).
 estimated=$(cd "$root" && "$python" - "$release_dir" "$kind" "$html" <<'PY'
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -57,7 +62,7 @@ release, kind, target = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 if kind == "public":
     page = render_html(json.loads((release / "audit.json").read_text(encoding="utf-8")))
 else:
-    page = (release / "internal" / "report.html").read_text(encoding="utf-8")
+    page = (Path(os.environ["STEWARD_DIR_RESOLVED"]) / "report.html").read_text(encoding="utf-8")
 target.write_text(page, encoding="utf-8")
 # Rough height: chart heights plus a per-row / per-paragraph allowance.
 charts = sum(int(h) for h in re.findall(r'<img class="chart"[^>]* height="(\d+)"', page))

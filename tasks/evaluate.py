@@ -130,16 +130,19 @@ def _sample_synthetic(path: Path, columns: Sequence[str], chooser: np.random.Gen
 
 
 @sensitive_task("evaluate_utility")
-def evaluate_utility(plan: ReleasePlan, staging: str, table_file: str) -> None:
+def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, steward: str) -> None:
     """Write the internal report: utility (TVD yardstick), disclosure risk, the input's fingerprint.
 
-    Everything here is computed from the raw table without noise, so it goes to ``internal/``
-    only (the steward's eyes), as JSON and as a self-contained HTML page with charts. Memory stays
-    at one row group plus the samples, whatever the table's size (see the module's docstring).
+    Runs after publication, on the published synthetic table (``release_dir``/``table_file``).
+    Everything here is computed from the raw table without noise, so it goes to the release's
+    steward-only folder ``steward`` only (the steward's eyes), as JSON and as a self-contained HTML
+    page with charts. Memory stays at one row group plus the samples, whatever the table's size
+    (see the module's docstring).
     """
     spec = load_spec(plan.spec_path)
     columns = list(spec.schema.names)
-    root = Path(staging)
+    root = Path(release_dir)
+    out = Path(steward)
     real_rows = sum(open_parquet(path).metadata.num_rows for path in parquet_files(spec.data))
     chooser = np.random.default_rng(plan.seed)  # evaluation only: choosing *synthetic* rows to compare
     synthetic, synthetic_rows = _sample_synthetic(root / table_file, columns, chooser)
@@ -175,12 +178,12 @@ def evaluate_utility(plan: ReleasePlan, staging: str, table_file: str) -> None:
                                                       f"{real_rows} real rows",
                           "dcr_reference_rows": reference.num_rows},
         }
-    write_internal(root, "utility.json", json.dumps(report, indent=2))
-    write_internal(root, "risk.json", json.dumps(risk, indent=2))
-    write_internal(root, "input.json", json.dumps(_fingerprint(spec.data, real_rows), indent=2))
+    write_internal(out, "utility.json", json.dumps(report, indent=2))
+    write_internal(out, "risk.json", json.dumps(risk, indent=2))
+    write_internal(out, "input.json", json.dumps(_fingerprint(spec.data, real_rows), indent=2))
     audit = json.loads((root / "audit.json").read_text(encoding="utf-8"))
     histograms = report.pop("histograms")
-    write_internal(root, "report.html", render_internal_html(audit, report, histograms,
+    write_internal(out, "report.html", render_internal_html(audit, report, histograms,
                                                              risk if "dcr" in risk else None))
     get_run_logger().info("internal report (utility, disclosure risk) written")
 

@@ -183,7 +183,7 @@ def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray
 
 @sensitive_task("measure_marginals")
 def measure_marginals(
-    plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str, staging: str, dask: str | None = None
+    plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str, steward: str, dask: str | None = None
 ) -> Measured:
     """Charge the ledger and measure every planned marginal and hierarchy level; one noise call each.
 
@@ -200,11 +200,11 @@ def measure_marginals(
         if address is not None:
             get_run_logger().info("counting row groups on the Dask cluster at %s%s", address,
                                   " (in process: contribution bounding)" if spec.schema.privacy_unit.id_column else "")
-        return _measure(plan, spec, bounds, ledger_path, staging, Counter(spec.data, spec.schema.privacy_unit, client))
+        return _measure(plan, spec, bounds, ledger_path, steward, Counter(spec.data, spec.schema.privacy_unit, client))
 
 
 def _measure(
-    plan: ReleasePlan, spec: ReleaseSpec, bounds: list[DiscoveredBounds], ledger_path: str, staging: str,
+    plan: ReleasePlan, spec: ReleaseSpec, bounds: list[DiscoveredBounds], ledger_path: str, steward: str,
     counter: Counter,
 ) -> Measured:
     domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
@@ -220,7 +220,7 @@ def _measure(
         internal["contribution_bounding"] = {"max_rows_per_id": bounded.l1_sensitivity,
                                              "dropped_null_ids": bounded.dropped_null_ids,
                                              "dropped_over_cap": bounded.dropped_over_cap}
-    write_internal(Path(staging), "row_handling.json", json.dumps(internal, indent=2))
+    write_internal(Path(steward), "row_handling.json", json.dumps(internal, indent=2))
     # A row falls in exactly one node of every level: each level is a histogram of sensitivity 1.
     levels_exact = {
         (m.hierarchy, m.level): level_counts(hierarchies[m.hierarchy], exact[m.columns], m.level)

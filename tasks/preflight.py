@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from dp.accounting import Ledger
 from dp.errors import BudgetExceededError, LedgerError
+from schemas.identifiers import check_identifier
 from schemas.model import ReleaseSpec, load_spec
 from schemas.plan import plan_release
 from tasks.ingest import InputError, check_structure, parquet_files
@@ -155,8 +156,35 @@ def check_budget(spec: ReleaseSpec, ledger_path: Path, release_id: str | None) -
                 dataset=spec.dataset, remaining=limit, requested=requested, unit=status.unit)
 
 
+def steward_root(spec: ReleaseSpec, internal: str | None) -> Path:
+    """The steward-only root of a release.
+
+    ``--internal`` (or the flow's ``internal``), else the spec's ``internal:``, else ``internal/`` in
+    the state folder (``$DPRELEASE_HOME``, default ``.dprelease``).
+    """
+    if internal:
+        return Path(internal).resolve()
+    if spec.internal is not None:
+        return spec.internal
+    return Path(os.environ.get("DPRELEASE_HOME", ".dprelease")).resolve() / "internal"
+
+
+def check_steward_root(root: Path, out: Path) -> None:
+    """The steward-only root is writable and lies outside the public output folder (and vice versa).
+
+    Raises:
+        InputError: If it is inside ``out`` (copying the public tree would publish it) or contains it.
+    """
+    root, out = root.resolve(), out.resolve()
+    if root == out or out in root.parents or root in out.parents:
+        raise InputError(f"steward folder {root}: must lie outside the output folder {out} (and not contain it): "
+                         "copying or syncing the public tree must never take steward-only files along")
+    check_writable(root, "steward folder")
+
+
 def preflight(
-    spec_path: str, out: str, ledger: str, dask: str | None = None, release_id: str | None = None
+    spec_path: str, out: str, ledger: str, dask: str | None = None, release_id: str | None = None,
+    internal: str | None = None,
 ) -> ReleaseSpec:
     """Every check that needs no row, in the order a user would fix them; returns the loaded spec.
 
@@ -166,17 +194,21 @@ def preflight(
         ledger: The ledger's path.
         dask: A Dask scheduler address given on the command line (else the spec's, if any).
         release_id: The release's id, when given (a re-run of an id in the ledger is not budget-checked here).
+        internal: The steward-only root given on the command line (else the spec's, else the default).
 
     Raises:
         SchemaError: If the spec or schema breaks a rule.
         BudgetExceededError: If a new release would not fit the dataset's budget.
         InputError: If a file, folder or the Dask scheduler cannot be used.
     """
+    if release_id is not None:
+        check_identifier("release id", release_id)
     spec = load_spec(spec_path)
     plan_release(spec, "preflight", spec.seed or 0)  # the plan's own rules (cell limits), still without data
     check_budget(spec, Path(ledger), release_id)
     check_data_files(spec)
     check_writable(Path(out), "output folder")
+    check_steward_root(steward_root(spec, internal), Path(out))
     check_ledger_path(Path(ledger))
     address = dask or spec.dask_address
     if address:

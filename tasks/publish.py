@@ -20,7 +20,7 @@ from schemas.plan import ReleasePlan
 from schemas.report_html import render_html
 from tasks import PUBLIC, sensitive_task
 from tasks.measure import Measured
-from tasks.staging import MANIFEST, file_entries, file_sha256, final_dir, verify_release
+from tasks.staging import MANIFEST, file_entries, file_sha256, final_dir, make_public, manifest_seal, verify_release
 from tasks.synthesize import SynthesisResult
 
 PACKAGES = ("dprelease", "opendp", "prefect", "great-expectations", "numpy", "pyarrow", "pandas")
@@ -76,7 +76,7 @@ def write_report(
 
 def _manifest(plan: ReleasePlan, root: Path) -> dict[str, object]:
     spec = load_spec(plan.spec_path)
-    return {
+    manifest: dict[str, object] = {
         "release_id": plan.release_id,
         "dataset": plan.dataset,
         "files": file_entries(root),
@@ -84,14 +84,18 @@ def _manifest(plan: ReleasePlan, root: Path) -> dict[str, object]:
         "schema": spec.schema_path.read_text(encoding="utf-8"),
         "provenance": provenance(),
     }
+    manifest["manifest_sha256"] = manifest_seal(manifest)
+    return manifest
 
 
 @sensitive_task("publish_release")
 def publish_release(plan: ReleasePlan, staging: str, out: str, ledger_path: str) -> str:
     """Write the manifest, verify it, rename the staging folder into place and close the ledger entry."""
     root = Path(staging)
+    make_public(root)  # 0644 files, 0755 folders, whatever the umask
     manifest = _manifest(plan, root)
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    os.chmod(root / MANIFEST, 0o644)
     problems = verify_release(root)
     if problems:
         raise RuntimeError(f"staged release does not verify against its manifest: {problems[0]}")

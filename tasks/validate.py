@@ -17,16 +17,17 @@ from tasks.staging import write_internal
 
 
 @sensitive_task("validate_table")
-def validate_table(plan: ReleasePlan, staging: str) -> None:
+def validate_table(plan: ReleasePlan, steward: str) -> None:
     """Validate the table against the schema's expectation suite; write the steward-only result.
 
     The table is validated row group by row group, so memory stays at one row group's frame.
 
     Row-level failures do not stop a release (they are handled row by row when counting, and a
-    failure would itself reveal something about single rows); they are recorded internally.
+    failure would itself reveal something about single rows); they are recorded in the release's
+    steward-only folder ``steward``.
     """
     spec = load_spec(plan.spec_path)
     batches = StageProgress("validate").track(row_groups(spec.data, spec.schema.names), len(row_group_refs(spec.data)))
     report = run_expectations(batches, spec.schema, dataset_schema(spec.data))
-    write_internal(Path(staging), "validation.json", json.dumps(report.to_dict(), indent=2, default=str))
+    write_internal(Path(steward), "validation.json", json.dumps(report.to_dict(), indent=2, default=str))
     get_run_logger().info("validation of %s finished; results are in the internal report", spec.data.name)

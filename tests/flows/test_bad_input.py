@@ -37,6 +37,7 @@ from dp.random import OpenDPNoise
 from schemas.model import MAX_CELLS, SchemaError, load_schema, load_spec
 from schemas.plan import plan_release
 from tasks.ingest import InputError
+from tests.steward import steward_of
 
 DATASET = "bad-input"
 CANARY_TEXT = "CANARY_k3Vq9"
@@ -444,7 +445,7 @@ def _charged(ledger_path: Path, release_id: str) -> list[tuple[str, str]]:
 
 def _public_bytes(target: Path) -> list[bytes]:
     return [p.read_bytes() for p in target.rglob("*")
-            if p.is_file() and "internal" not in p.relative_to(target).parts]
+            if p.is_file()]
 
 
 @pytest.fixture(scope="module")
@@ -472,7 +473,7 @@ def handled(prefect_harness, tmp_path_factory) -> dict[str, Any]:
         root.removeHandler(handler)
         root.setLevel(level)
     logs = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in records)
-    handling = json.loads((target / "internal" / "row_handling.json").read_text())
+    handling = json.loads((steward_of(target) / "row_handling.json").read_text())
     return {"target": target, "draws": len(calls), "charged": _charged(tmp / "ledger.sqlite", "handled"),
             "logs": logs, "handling": handling}
 
@@ -528,7 +529,7 @@ def test_row_counts_and_cell_values_stay_internal(handled):
         for secret in (CANARY_TEXT, str(CANARY_NUMBER), str(CANARY_FLOAT), "dropped_null", "clamped",
                        "mapped_unknown", "dropped_unknown", "rows_kept"):
             assert secret.encode() not in data
-    assert "row_handling.json" in {p.name for p in (target / "internal").iterdir()}
+    assert "row_handling.json" in {p.name for p in (steward_of(target)).iterdir()}
     assert handled["logs"]
     for secret in (CANARY_TEXT, str(CANARY_NUMBER), str(CANARY_FLOAT)):
         assert secret not in handled["logs"]
@@ -545,7 +546,7 @@ def test_empty_and_one_row_tables_take_the_same_path(handled, tmp_path, draws, r
     assert synthetic.column_names == list(SCHEMA["columns"])
     assert len(draws) == handled["draws"]  # the same measurements, noise drawn for each
     assert _charged(tmp_path / "ledger.sqlite", f"rows-{rows}") == handled["charged"]
-    handling = json.loads((target / "internal" / "row_handling.json").read_text())
+    handling = json.loads((steward_of(target) / "row_handling.json").read_text())
     assert (handling["rows_in"], handling["rows_kept"]) == (rows, rows)
     with Ledger.open(tmp_path / "ledger.sqlite") as ledger:
         assert ledger.release_status(f"rows-{rows}") == "published"

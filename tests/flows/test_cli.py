@@ -59,15 +59,15 @@ def test_plan_prints_the_budget_without_data(tmp_path, capsys):
 def test_verify_detects_a_flipped_byte(tmp_path, capsys):
     import json
 
-    from tasks.staging import file_entries
+    from tasks.staging import file_entries, manifest_seal
 
     release = tmp_path / "rel"
     (release / "synthetic").mkdir(parents=True)
-    (release / "internal").mkdir()
     (release / "synthetic" / "t.parquet").write_bytes(b"abcdef" * 100)
     (release / "audit.json").write_text("{}")
-    (release / "internal" / "secret.json").write_text("{}")  # not listed: internal files are not public
-    (release / "manifest.json").write_text(json.dumps({"files": file_entries(release)}))
+    manifest: dict[str, object] = {"release_id": "rel", "files": file_entries(release)}
+    manifest["manifest_sha256"] = manifest_seal(manifest)
+    (release / "manifest.json").write_text(json.dumps(manifest))
     assert main(["verify", str(release)]) == 0
     data = bytearray((release / "synthetic" / "t.parquet").read_bytes())
     data[17] ^= 0x01

@@ -23,6 +23,7 @@ from schemas.encoding import domains_for, rules_for  # noqa: E402
 from schemas.model import load_spec  # noqa: E402
 from tasks.ingest import row_group_refs  # noqa: E402
 from tasks.measure import Counter, map_client, map_partitions  # noqa: E402
+from tests.steward import steward_of  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
@@ -91,7 +92,7 @@ def test_a_release_with_the_cli_dask_option_completes(prefect_harness, cluster, 
     assert {record["worker"] for record in stream.data} <= set(cluster.scheduler_info["workers"])
     target = tmp_path / "out" / "us-cps-1994-adult" / "r-dask"
     assert pq.read_metadata(target / "synthetic" / "adult.parquet").num_rows > 30_000
-    assert json.loads((target / "internal" / "row_handling.json").read_text())["rows_in"] == 32561
+    assert json.loads((steward_of(target) / "row_handling.json").read_text())["rows_in"] == 32561
     with Ledger.open(ledger) as book:
         assert book.release_status("r-dask") == "published"
         assert book.status("us-cps-1994-adult").reserved == 0

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tasks.ingest import InputError, check_structure, dataset_schema, read_table, row_group_refs
+from tests.steward import steward_of
 
 pytestmark = pytest.mark.e2e
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
@@ -77,10 +78,10 @@ def folder_release(prefect_harness, tmp_path_factory):
 def test_a_release_of_adult_split_into_three_files(folder_release):
     table = pq.read_table(folder_release / "synthetic" / "adult.parquet")
     assert table.num_rows > 30_000
-    fingerprint = json.loads((folder_release / "internal" / "input.json").read_text())
+    fingerprint = json.loads((steward_of(folder_release) / "input.json").read_text())
     assert fingerprint["folder"] == "adult" and fingerprint["rows"] == 32561
     assert [f["file"] for f in fingerprint["files"]] == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
-    handling = json.loads((folder_release / "internal" / "row_handling.json").read_text())
+    handling = json.loads((steward_of(folder_release) / "row_handling.json").read_text())
     assert handling["rows_in"] == 32561
 
 

@@ -68,13 +68,13 @@ def _run_evaluation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[di
     synthetic = real.take(pa.array(np.random.default_rng(2).integers(0, real.num_rows, 30_000)))
     staging = tmp_path / "staging"
     (staging / "synthetic").mkdir(parents=True)
-    (staging / "internal").mkdir(mode=0o700)
+    internal = tmp_path / "steward"
+    internal.mkdir(mode=0o700)
     pq.write_table(synthetic, staging / "synthetic" / "adult.parquet")
     (staging / "audit.json").write_text(json.dumps({"dataset": "adult", "release_id": "r"}))
     plan = SimpleNamespace(spec_path=str(ADULT / "release.yaml"), seed=7)
     monkeypatch.setattr(evaluate, "get_run_logger", lambda: logging.getLogger("test"))
-    evaluate.evaluate_utility.fn(plan, str(staging), "synthetic/adult.parquet")
-    internal = staging / "internal"
+    evaluate.evaluate_utility.fn(plan, str(staging), "synthetic/adult.parquet", str(internal))
     return json.loads((internal / "utility.json").read_text()), json.loads((internal / "risk.json").read_text())
 
 
@@ -100,4 +100,4 @@ def test_a_large_table_is_evaluated_on_samples(tmp_path, monkeypatch):
     assert risk["exact_match_share"] == 1.0  # every synthetic row is a real row, found among all real rows
     assert risk["k_anonymity"]["real"]["rows"] == risk["k_anonymity"]["synthetic"]["rows"] == 8000
     assert 0 < utility["tvd2"] < 0.1  # a bootstrap scored on samples of 8000 rows
-    assert "Computed on samples" in (tmp_path / "staging" / "internal" / "report.html").read_text()
+    assert "Computed on samples" in (tmp_path / "steward" / "report.html").read_text()

@@ -29,6 +29,7 @@ import pytest
 import flows
 import tasks
 from tasks import is_sensitive, mark_sensitive
+from tests.steward import steward_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
@@ -288,7 +289,7 @@ def _prefect_files(home: Path) -> list[Path]:
 
 
 def _public_files(release: Path) -> list[Path]:
-    return [p for p in release.rglob("*") if p.is_file() and "internal" not in p.relative_to(release).parts]
+    return [p for p in release.rglob("*") if p.is_file()]  # a release folder holds public files only
 
 
 @pytest.mark.e2e
@@ -308,13 +309,20 @@ def test_the_scenarios_ran_as_intended(canary_runs):
     assert "column 'occupation'" in results["check_fails"]["message"]
     assert results["check_bad_type"]["error"] == "DataQualityError"
     published = canary_runs.work / "out" / "us-cps-1994-adult"
-    assert sorted(p.name for p in published.iterdir()) == ["r-safety-ok"]  # failures publish nothing
+    # Failures publish nothing; a failed internal report (after publication) leaves the release published.
+    assert sorted(p.name for p in published.iterdir()) == ["r-library-evaluate", "r-safety-ok"]
     for stage in LIBRARY_STAGES:
         outcome = results[f"library_{stage}"]
+        if stage == "evaluate":
+            assert outcome["ok"], outcome
+            steward = steward_of(published / "r-library-evaluate", canary_runs.work / "home" / "state" / "internal")
+            note = (steward / "evaluation-error.txt").read_text()
+            assert "StageFailed" in note and CANARY_LIBRARY not in note
+            continue
         assert not outcome["ok"] and outcome["error"] == "StageFailed", (stage, outcome)
         assert "ArrowInvalid" in outcome["message"], (stage, outcome)
     # The canaries were really read: validation flagged their cells and row handling dropped or clamped them.
-    internal = published / "r-safety-ok" / "internal"
+    internal = steward_of(published / "r-safety-ok", canary_runs.work / "home" / "state" / "internal")
     validation = json.loads((internal / "validation.json").read_text())
     flagged = {(e["column"], e["rule"]) for e in validation["expectations"] if not e["success"]}
     assert ("age", "values must be between 17 and 90") in flagged

@@ -20,6 +20,7 @@ import yaml
 from dp.accounting import Ledger
 from dp.errors import BudgetExceededError
 from schemas.model import load_schema, load_spec
+from tests.steward import steward_of
 
 pytestmark = pytest.mark.e2e
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
@@ -54,7 +55,7 @@ def _canary_table() -> pa.Table:
 
 
 def _public_files(release: Path) -> list[Path]:
-    return [p for p in release.rglob("*") if p.is_file() and "internal" not in p.relative_to(release).parts]
+    return [p for p in release.rglob("*") if p.is_file()]  # a release folder holds public files only
 
 
 @pytest.fixture(scope="module")
@@ -140,10 +141,16 @@ def test_public_files_hold_no_raw_or_internal_values(adult_release, caplog):
     assert "sha256" not in json.loads(audit)["public_inputs"].get("input", {})
 
 
-def test_internal_folder_is_steward_only(adult_release):
+def test_steward_folder_is_outside_the_release_and_owner_only(adult_release):
     target, _, _ = adult_release
-    internal = target / "internal"
+    internal = steward_of(target)
+    assert target not in internal.parents and not (target / "internal").exists()
     assert stat.S_IMODE(internal.stat().st_mode) == 0o700
+    assert stat.S_IMODE(internal.parent.stat().st_mode) == 0o700  # the dataset's steward folder too
+    # The public folder holds exactly what its manifest lists (and the manifest).
+    manifest = json.loads((target / "manifest.json").read_text())
+    listed = {f["path"] for f in manifest["files"]} | {"manifest.json"}
+    assert {p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()} == listed
     names = {p.name for p in internal.iterdir()}
     assert {"validation.json", "utility.json", "row_handling.json", "input.json", "risk.json", "report.html"} <= names
     for path in internal.iterdir():
@@ -157,11 +164,11 @@ def test_internal_folder_is_steward_only(adult_release):
 
 def test_internal_report_has_disclosure_risk_and_utility_charts(adult_release):
     target, _, _ = adult_release
-    risk = json.loads((target / "internal" / "risk.json").read_text())
+    risk = json.loads((steward_of(target) / "risk.json").read_text())
     assert 0 <= risk["exact_match_share"] <= 1
     assert risk["dcr"]["synthetic_sample"] > 0 and risk["dcr"]["real_median"] >= 0
     assert risk["k_anonymity"]["real"]["rows"] > 0 and risk["k_anonymity"]["synthetic"]["k"] >= 1
-    page = (target / "internal" / "report.html").read_text()
+    page = (steward_of(target) / "report.html").read_text()
     for heading in ("Internal", "Disclosure risk", "1-way marginals", "2-way marginals: worst and best",
                     "Real vs synthetic, per column"):
         assert heading in page, heading
@@ -198,7 +205,7 @@ def test_public_audit_holds_no_forbidden_item(adult_release):
     forbidden = {"rows_in", "rows_kept", "dropped_null", "dropped_unknown", "mapped_unknown", "clamped",
                  "sha256_input", "input_sha256", "seconds", "elapsed", "duration", "started_at", "tvd1"}
     assert not keys & forbidden
-    internal_hash = json.loads((target / "internal" / "input.json").read_text())["sha256"]
+    internal_hash = json.loads((steward_of(target) / "input.json").read_text())["sha256"]
     for path in ("audit.json", "audit.md", "audit.html", "manifest.json"):
         assert internal_hash not in (target / path).read_text(), path
     for required in ("privacy", "budget", "measurements", "private_choices", "lifetime", "public_inputs",
@@ -416,7 +423,7 @@ def test_contributions_are_bounded_per_privacy_unit(prefect_harness, tmp_path):
     assert sensitivities["lower bound of income"].startswith("L1=2")
     synthetic = pq.read_table(target / "synthetic" / "people.parquet")
     assert synthetic.column_names == ["tenure", "income"]  # the id column is never released
-    handling = json.loads((target / "internal" / "row_handling.json").read_text())
+    handling = json.loads((steward_of(target) / "row_handling.json").read_text())
     bounding = handling["contribution_bounding"]
     assert bounding["max_rows_per_id"] == 2 and bounding["dropped_over_cap"] == int(np.maximum(sizes - 2, 0).sum())
     assert abs(synthetic.num_rows - int(np.minimum(sizes, 2).sum())) < 200  # about the kept rows, noisily
