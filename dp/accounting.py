@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import socket
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -62,6 +65,17 @@ CREATE TABLE IF NOT EXISTS sealed (
     payload TEXT NOT NULL,
     PRIMARY KEY (release_id, key)
 );
+CREATE TABLE IF NOT EXISTS leases (
+    release_id TEXT PRIMARY KEY REFERENCES releases(release_id),
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS lost (
+    seq INTEGER PRIMARY KEY,
+    release_id TEXT NOT NULL,
+    booked_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS charges (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     dataset TEXT NOT NULL,
@@ -88,6 +102,94 @@ def _text(value: Fraction) -> str:
 
 def _fraction(text: str) -> Fraction:
     return Fraction(text)
+
+
+FAULT_ENV = "DPRELEASE_FAULT"
+"""Fault injection for the crash tests: ``DPRELEASE_FAULT=<point>`` kills the process (SIGKILL) at that point.
+
+Points: ``after_reserve``, ``charge_before_seal`` (between a charge and its seal; ``charge_before_seal:N``
+for the N-th charge of the process), ``after_stage:<task name>``, ``after_publish_rename``.
+"""
+
+_FAULT_COUNTS: dict[str, int] = {}
+
+
+def fault_point(name: str) -> None:
+    """Kill this process with SIGKILL when ``$DPRELEASE_FAULT`` names this point (crash tests only)."""
+    wanted = os.environ.get(FAULT_ENV)
+    if not wanted:
+        return
+    point, _, nth = wanted.partition(":") if wanted.startswith("charge_before_seal") else (wanted, "", "")
+    if point != name:
+        return
+    _FAULT_COUNTS[name] = _FAULT_COUNTS.get(name, 0) + 1
+    if not nth or _FAULT_COUNTS[name] == int(nth):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _process_start(pid: int) -> str:
+    """An id of the process ``pid``'s start (its start time in clock ticks on Linux), or "" if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _alive(pid: int, started: str) -> bool:
+    """Whether the process that took a lease still runs (same pid, same start)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    current = _process_start(pid)
+    return not (started and current and current != started)
+
+
+@contextmanager
+def release_lock(ledger: Path | str, release_id: str) -> Iterator[None]:
+    """Hold the lock of one release id on one ledger: one run per release id at a time.
+
+    An exclusive ``flock`` on ``<ledger>.lock-<release id>`` beside the ledger, released when the run ends
+    (or its process dies, which the kernel handles).
+
+    Raises:
+        LedgerError: If another process runs this release id right now.
+    """
+    import fcntl
+
+    file = Path(ledger)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    target = file.with_name(f"{file.name}.lock-{release_id}")
+    fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LedgerError(f"release {release_id!r} is being run by another process right now; "
+                              "wait for it to finish (one run per release id at a time)") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class LedgerHead:
+    """The ledger's tamper-evident head: how many charge rows it holds and the hash of the last one."""
+
+    rows: int
+    last_hash: str
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form (kept in ``<ledger>.head`` and in each published manifest)."""
+        return {"rows": self.rows, "last_hash": self.last_hash}
+
+
+def head_path(ledger: Path) -> Path:
+    """Where the head of the ledger at ``ledger`` is kept: beside it, outside its tables."""
+    return ledger.with_name(ledger.name + ".head")
 
 
 @dataclass(frozen=True)
@@ -162,9 +264,57 @@ class Ledger:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(_SCHEMA)
-            yield cls(db, file)
+            ledger = cls(db, file)
+            ledger.check_head()
+            yield ledger
         finally:
             db.close()
+
+    # -- the tamper-evident head ----------------------------------------------------------------
+
+    def head(self) -> LedgerHead:
+        """The ledger's head now: its number of charge rows and the last row's hash."""
+        count, last = self._db.execute(
+            "SELECT COUNT(*), (SELECT hash FROM charges ORDER BY seq DESC LIMIT 1) FROM charges").fetchone()
+        return LedgerHead(int(count), str(last or _GENESIS))
+
+    def _write_head(self, head: LedgerHead) -> None:
+        target = head_path(self.path)
+        temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(head.to_dict()) + "\n", encoding="utf-8")
+        os.replace(temporary, target)
+
+    def check_head(self) -> None:
+        """Verify the hash chain and that no row the head file records has gone; then move the head on.
+
+        The head (row count and last hash) is kept beside the database, outside its tables, and in every
+        published manifest: deleting trailing charge rows, which the chain alone cannot show, is detected.
+
+        Raises:
+            LedgerError: If the chain is broken or the table holds fewer rows than its head recorded.
+        """
+        self.verify()
+        now = self.head()
+        target = head_path(self.path)
+        if target.is_file():
+            try:
+                recorded = json.loads(target.read_text(encoding="utf-8"))
+                rows, last = int(recorded["rows"]), str(recorded["last_hash"])
+            except (ValueError, KeyError, TypeError) as err:
+                raise LedgerError(f"ledger {self.path}: its head file {target.name} is damaged "
+                                  f"({type(err).__name__})") from None
+            if rows > now.rows:
+                raise LedgerError(f"ledger {self.path}: {rows - now.rows} charge row(s) recorded by its head file "
+                                  "are missing (rows were deleted); refusing to use it")
+            at = self._db.execute("SELECT hash FROM charges ORDER BY seq LIMIT 1 OFFSET ?",
+                                  (rows - 1,)).fetchone() if rows else (_GENESIS,)
+            if at is None or str(at[0]) != last:
+                raise LedgerError(f"ledger {self.path}: charge row {rows} does not match its head file (tampered)")
+            if rows == now.rows:
+                return
+        elif now.rows == 0:
+            return
+        self._write_head(now)
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -302,6 +452,7 @@ class Ledger:
                 "VALUES (?, ?, ?, 'reserved', ?, NULL, ?)",
                 (release_id, dataset, _text(amount.amount), time.time(), json.dumps(dict(plan or {}), sort_keys=True)),
             )
+            self._take_lease(db, release_id)
             return before
 
     def release_plan(self, release_id: str) -> dict[str, object] | None:
@@ -309,42 +460,101 @@ class Ledger:
         row = self._db.execute("SELECT plan FROM releases WHERE release_id = ?", (release_id,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
-    def resume(self, release_id: str) -> None:
-        """Re-open a failed release so that it can finish by replaying its sealed measurements.
+    def resume(self, release_id: str) -> Fraction:
+        """Re-open a release so that it can finish by replaying its sealed measurements; the loss booked as lost.
 
-        Every charge of the release must have its noisy result sealed: a measurement that was
-        drawn but not sealed cannot be replayed, and drawing it again would be a second draw.
-        The part of the reservation not yet drawn must still fit in the dataset's budget.
+        A charge whose noisy result was never sealed (the process died between the two) cannot be
+        replayed: it is booked as spent-and-lost (it stays in the ledger) and the reservation grows by
+        its amount, so that the re-run may book and draw that query again; it never draws it without
+        booking it. Re-opening a closed (failed or published) release, or growing an open one, must fit
+        what the dataset has left. The caller holds the release id's lock (one run per id at a time).
+
+        Returns:
+            The loss newly booked as lost (0 when every charge was sealed).
 
         Raises:
-            LedgerError: If the release is unknown, or a drawn measurement was not sealed.
-            BudgetExceededError: If its undrawn reservation no longer fits.
+            LedgerError: If the release is unknown.
+            BudgetExceededError: If what the release still needs no longer fits the dataset's budget.
         """
         with self._write() as db:
             dataset, reserved, status = self._release(release_id)
-            if status == "reserved":
-                return
-            queries = [r[0] for r in db.execute(
-                "SELECT stage || '/' || query FROM charges WHERE release_id = ?", (release_id,))]
             sealed = {r[0] for r in db.execute("SELECT key FROM sealed WHERE release_id = ?", (release_id,))}
-            lost = [q for q in queries if q not in sealed]
-            if lost:
-                raise LedgerError(
-                    f"release {release_id!r}: measurement {lost[0]} was drawn but its result was not sealed; "
-                    "it cannot be replayed, so this release id cannot be resumed; start a new release"
+            counted = {r[0] for r in db.execute("SELECT seq FROM lost WHERE release_id = ?", (release_id,))}
+            lost = [(seq, _fraction(loss)) for seq, key, loss in db.execute(
+                "SELECT seq, stage || '/' || query, loss FROM charges WHERE release_id = ? ORDER BY seq",
+                (release_id,)) if key not in sealed and seq not in counted]
+            # Keys charged more than once: only the latest charge of a key may still be sealed later.
+            lost_amount = sum((loss for _, loss in lost), Fraction(0))
+            status_now = self.status(dataset)
+            needed = lost_amount if status == "reserved" else reserved + lost_amount - self._drawn(release_id)
+            if needed > status_now.remaining:
+                raise BudgetExceededError(
+                    f"dataset {dataset!r}: resuming release {release_id!r} needs {status_now.unit}="
+                    f"{float(needed):.6g} more (undrawn part and draws lost in a crash) but only "
+                    f"{float(status_now.remaining):.6g} remains",
+                    dataset=dataset, remaining=status_now.remaining, requested=needed, unit=status_now.unit,
                 )
-            if status == "failed":
-                undrawn = reserved - self._drawn(release_id)
-                available = self.status(dataset).remaining
-                if undrawn > available:
-                    raise BudgetExceededError(
-                        f"dataset {dataset!r}: resuming release {release_id!r} needs {float(undrawn):.6g} more "
-                        f"but only {float(available):.6g} remains",
-                        dataset=dataset, remaining=available, requested=undrawn,
-                        unit="epsilon" if self.status(dataset).definition == "pure" else "rho",
-                    )
-            db.execute("UPDATE releases SET status = 'reserved', closed_at = NULL WHERE release_id = ?",
-                       (release_id,))
+            for seq, _ in lost:
+                db.execute("INSERT INTO lost VALUES (?, ?, ?)", (seq, release_id, time.time()))
+            db.execute("UPDATE releases SET status = 'reserved', closed_at = NULL, reserved = ? WHERE release_id = ?",
+                       (_text(reserved + lost_amount), release_id))
+            self._take_lease(db, release_id)
+            return lost_amount
+
+    def _take_lease(self, db: sqlite3.Connection, release_id: str) -> None:
+        db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?)",
+                   (release_id, socket.gethostname(), os.getpid(), _process_start(os.getpid())))
+
+    def reclaim_stale(self, dataset: str) -> list[str]:
+        """Close as failed every open release of ``dataset`` whose process on this host is gone.
+
+        What such a release drew stays booked; the undrawn rest of its reservation returns to the dataset.
+        A release held by a process on another host is left alone (see :meth:`abandon`).
+
+        Returns:
+            The release ids reclaimed.
+        """
+        host = socket.gethostname()
+        stale = [
+            rid for rid, lease_host, pid, started in self._db.execute(
+                "SELECT r.release_id, l.host, l.pid, l.started FROM releases r JOIN leases l USING (release_id) "
+                "WHERE r.dataset = ? AND r.status = 'reserved'", (dataset,))
+            if lease_host == host and not _alive(int(pid), str(started))
+        ]
+        for rid in stale:
+            try:
+                self._close(rid, "failed")
+            except LedgerError:  # closed meanwhile by its own re-run
+                continue
+        return stale
+
+    def abandon(self, release_id: str) -> None:
+        """A steward's decision: close an open release as failed, whoever holds it (drawn stays booked)."""
+        self._close(release_id, "failed")
+
+    def settle_published(self, release_id: str) -> None:
+        """Mark a release published whose folder was found published and intact (a kill after the rename)."""
+        with self._write() as db:
+            _, _, status = self._release(release_id)
+            if status != "published":
+                db.execute("UPDATE releases SET status = 'published', closed_at = ? WHERE release_id = ?",
+                           (time.time(), release_id))
+            db.execute("DELETE FROM leases WHERE release_id = ?", (release_id,))
+
+    def datasets(self) -> list[str]:
+        """Every dataset in the ledger, by name."""
+        return [str(r[0]) for r in self._db.execute("SELECT dataset FROM datasets ORDER BY dataset")]
+
+    def releases(self, dataset: str | None = None) -> list[dict[str, object]]:
+        """Every release (optionally of one dataset): id, dataset, status, reserved and drawn amounts, lease."""
+        sql = ("SELECT r.release_id, r.dataset, r.status, r.reserved, r.created_at, l.host, l.pid "
+               "FROM releases r LEFT JOIN leases l USING (release_id)")
+        rows = self._db.execute(sql + (" WHERE r.dataset = ?" if dataset else "") + " ORDER BY r.created_at",
+                                (dataset,) if dataset else ()).fetchall()
+        lost = dict(self._db.execute("SELECT release_id, COUNT(*) FROM lost GROUP BY release_id").fetchall())
+        return [{"release_id": r[0], "dataset": r[1], "status": r[2], "reserved": _fraction(r[3]),
+                 "drawn": self._drawn(r[0]), "created_at": r[4], "lost_draws": int(lost.get(r[0], 0)),
+                 "holder": None if r[5] is None else f"{r[5]} pid {r[6]}"} for r in rows]
 
     def seal(self, release_id: str, key: str, payload: str) -> None:
         """Keep a measurement's noisy result (a DP output) so a re-run replays it instead of redrawing."""
@@ -428,8 +638,9 @@ class Ledger:
             )
             seq = cursor.lastrowid
             assert seq is not None
-            return Charge(seq, dataset, release_id, stage, query, mechanism, sensitivity, scale,
-                          loss.amount, native, created)
+        self._write_head(self.head())
+        return Charge(seq, dataset, release_id, stage, query, mechanism, sensitivity, scale,
+                      loss.amount, native, created)
 
     def publish(self, release_id: str) -> None:
         """Close a release as published; its undrawn reservation returns to the dataset."""
@@ -448,6 +659,7 @@ class Ledger:
                 "UPDATE releases SET status = ?, closed_at = ? WHERE release_id = ?",
                 (status, time.time(), release_id),
             )
+            db.execute("DELETE FROM leases WHERE release_id = ?", (release_id,))
 
     def release_status(self, release_id: str) -> str:
         """``reserved``, ``published`` or ``failed``."""
@@ -688,5 +900,6 @@ def measure(
         return np.asarray(sealed["values"], dtype=np.int64), sealed["measurement"]
     record = charge(mechanism, context, stage=stage, query=query, cells=len(values))
     noisy = mechanism.sample(np.asarray(values, dtype=np.int64), context.noise)
+    fault_point("charge_before_seal")
     seal(context, record, {"values": noisy.tolist()})
     return noisy, record

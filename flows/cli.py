@@ -74,6 +74,13 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", parents=[common],
                             help="re-render audit.html (and audit.md) of a release from its audit.json")
     report.add_argument("release_dir", help="a published release folder (holding audit.json)")
+    ledger = sub.add_parser("ledger", parents=[common], help="the steward's view of the privacy ledger")
+    ledger.add_argument("action", choices=["show", "verify", "abandon"],
+                        help="show: datasets and releases; verify: the hash chain and head; abandon: close an "
+                             "open release as failed (what it drew stays booked)")
+    ledger.add_argument("release_id", nargs="?", default=None, type=_release_id,
+                        help="the release to abandon (abandon only)")
+    ledger.add_argument("--ledger", default=None, help="privacy ledger (default: ./.dprelease/ledger.sqlite)")
     return parser
 
 
@@ -291,6 +298,42 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_ledger(args: argparse.Namespace) -> int:
+    """``ledger show|verify|abandon``: the ledger's datasets and releases, its integrity, a steward's close.
+
+    Opening the ledger verifies its hash chain and its head file, so ``verify`` exits 3 with one line
+    when rows were altered or deleted.
+    """
+    from dp.accounting import Ledger
+    from tasks.ingest import InputError
+
+    path = Path(_default_ledger(args.ledger))
+    if not path.is_file():
+        raise InputError(f"ledger {path}: no such file")
+    with Ledger.open(path) as book:
+        if args.action == "abandon":
+            if args.release_id is None:
+                raise InputError("ledger abandon: name the release id to close")
+            book.abandon(args.release_id)
+            print(f"release {args.release_id} closed as failed; what it drew stays booked, the rest is free again")
+            return EXIT_PASS
+        head = book.head()
+        if args.action == "verify":
+            print(f"OK: ledger {path}: {head.rows} charges, hash chain and head file intact")
+            return EXIT_PASS
+        for dataset in book.datasets():
+            status = book.status(dataset)
+            print(f"dataset {dataset}: {status.unit} cap {float(status.cap):.6g}, spent {float(status.spent):.6g}, "
+                  f"reserved {float(status.reserved):.6g}, remaining {float(status.remaining):.6g}")
+            for release in book.releases(dataset):
+                lost = f", {release['lost_draws']} lost draw(s)" if release["lost_draws"] else ""
+                holder = f", held by {release['holder']}" if release["holder"] else ""
+                print(f"  {release['release_id']:<32} {release['status']:<10} drawn "
+                      f"{float(release['drawn']):.6g} of {float(release['reserved']):.6g}{lost}{holder}")
+        print(f"{head.rows} charges; head {head.last_hash[:16]}")
+    return EXIT_PASS
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Re-render the human-readable reports from ``audit.json`` (a pure function of it)."""
     from schemas.audit import render_markdown
@@ -348,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     configure()
     args = _parser().parse_args(argv)
     commands = {"release": cmd_release, "plan": cmd_plan, "check": cmd_check, "verify": cmd_verify,
-                "report": cmd_report}
+                "report": cmd_report, "ledger": cmd_ledger}
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:

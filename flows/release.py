@@ -8,9 +8,11 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
+from dp.accounting import Ledger, release_lock
 from dp.random import secure_seed
 from flows.schedules import pause_schedules_when_refused
 from schemas.identifiers import check_identifier
+from schemas.model import ReleaseSpec
 from tasks import DPReleaseError, steward_area
 from tasks.bounds import find_bounds
 from tasks.evaluate import evaluate_utility
@@ -83,14 +85,24 @@ def release(
     ledger_path = str(Path(ledger).resolve())
     # Everything that can be checked without reading a row, before the ledger is touched.
     loaded = preflight(spec_path, str(out_dir), ledger_path, dask, rid, internal)
-    dataset = loaded.dataset
-    steward = steward_dir(steward_root(loaded, internal), dataset, rid)
+    with release_lock(ledger_path, rid):  # one run per release id at a time
+        return _run(spec_path, out_dir, ledger_path, rid, loaded, steward_root(loaded, internal), dask)
 
+
+def _run(spec_path: str, out_dir: Path, ledger_path: str, rid: str, loaded: ReleaseSpec, internal_root: Path,
+         dask: str | None) -> str:
+    logger = get_run_logger()
+    dataset = loaded.dataset
+    steward = steward_dir(internal_root, dataset, rid)
     published = final_dir(out_dir, dataset, rid)
     if published.exists() or published.is_symlink():
         problems = verify_release(published)
         if problems:
             raise ReleaseError(f"release {rid} exists but does not verify: {problems[0]}")
+        with Ledger.open(Path(ledger_path)) as book:  # a kill after the rename left the ledger behind
+            if book.release_plan(rid) is not None and book.release_status(rid) != "published":
+                book.settle_published(rid)
+                logger.info("release %s was published before its run was cut off: marked published", rid)
         logger.info("release %s is already published and verifies: %s", rid, published)
         return str(published)
 

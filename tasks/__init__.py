@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 
+from dp.accounting import fault_point
 from dp.errors import DPReleaseError, StageFailed
 
 __all__ = ["PUBLIC", "SENSITIVE", "DPReleaseError", "StageFailed", "guard_raw_errors", "is_sensitive", "mark_sensitive",
@@ -148,6 +149,7 @@ def announce(stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
         start = time.monotonic()
         outcome = function(*args, **kwargs)
         logger.info("stage %s finished in %.1f s", stage, time.monotonic() - start)
+        fault_point(f"after_stage:{stage}")
         return outcome
 
     return announced

@@ -14,18 +14,31 @@ from dp.errors import LedgerError
 from schemas.model import ReleaseSpec, load_spec
 from schemas.plan import ReleasePlan, plan_release
 from tasks import sensitive_task
+from tasks.ingest import parquet_files
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def data_fingerprint(data: Path) -> str:
+    """SHA-256 over the dataset's files (names and contents, streamed): a re-run must read the same input."""
+    digest = hashlib.sha256()
+    for path in parquet_files(data):
+        digest.update(path.name.encode("utf-8") + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 def _facts(spec: ReleaseSpec, seed: int, before: LedgerStatus) -> dict[str, object]:
-    """Public facts kept with the reservation, so that a re-run replays the same release."""
+    """Facts kept with the reservation (steward-only ledger), so that a re-run replays the same release."""
     return {
         "seed": seed,
         "spec_sha256": _sha256(Path(spec.source)),
         "schema_sha256": _sha256(spec.schema_path),
+        "data_sha256": data_fingerprint(spec.data),
         "spent_before": str(before.spent),
         "reserved_before": str(before.reserved),
     }
@@ -50,6 +63,9 @@ def plan_budget(spec_path: str, release_id: str, ledger_path: str, seed: int) ->
     spec = load_spec(spec_path)
     with Ledger.open(Path(ledger_path)) as ledger:
         ledger.register(spec.dataset, spec.definition, spec.lifetime, spec.delta, spec.release_cap)
+        for reclaimed in ledger.reclaim_stale(spec.dataset):
+            logger.warning("release %s of %s was left open by a process that is gone: closed as failed "
+                           "(what it drew stays booked)", reclaimed, spec.dataset)
         facts = ledger.release_plan(release_id)
         if facts is None:
             chosen = seed if spec.seed is None else spec.seed
@@ -69,8 +85,17 @@ def plan_budget(spec_path: str, release_id: str, ledger_path: str, seed: int) ->
                 f"release {release_id!r} was first run with another spec or schema; a release id cannot be "
                 "re-run with changed inputs (use a new release id)"
             )
+        if "data_sha256" in facts and facts["data_sha256"] != data_fingerprint(spec.data):
+            raise LedgerError(
+                f"release {release_id!r} was reserved against other data (the input's fingerprint differs); "
+                "a release id cannot be re-run on changed data (use a new release id)"
+            )
         plan = plan_release(spec, release_id, int(str(facts["seed"])))
-        ledger.resume(release_id)
+        lost = ledger.resume(release_id)
+        if lost:
+            logger.warning("release %s: draws whose results were never sealed (a crash) are booked as lost "
+                           "(%s); they will be booked again if drawn again", release_id, describe(
+                               plan.total.__class__(lost), spec.delta))
         now = ledger.status(spec.dataset)
     before = LedgerStatus(
         now.dataset, now.definition, now.cap, now.delta, Fraction(str(facts["spent_before"])),

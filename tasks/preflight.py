@@ -140,6 +140,7 @@ def check_budget(spec: ReleaseSpec, ledger_path: Path, release_id: str | None) -
         return
     requested = plan_release(spec, "preflight", spec.seed or 0).total.amount
     with Ledger.open(ledger_path) as ledger:
+        ledger.reclaim_stale(spec.dataset)  # reservations of processes that are gone free their undrawn rest
         if release_id is not None and ledger.release_plan(release_id) is not None:
             return
         try:

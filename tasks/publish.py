@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from dp.accounting import Ledger, LedgerStatus
+from dp.accounting import Ledger, LedgerStatus, fault_point
 from dp.svt import DiscoveredBounds
 from schemas.audit import budget_table, build_audit, render_markdown
 from schemas.model import load_spec
@@ -74,7 +74,7 @@ def write_report(
     (root / "audit.html").write_text(render_html(audit), encoding="utf-8")
 
 
-def _manifest(plan: ReleasePlan, root: Path) -> dict[str, object]:
+def _manifest(plan: ReleasePlan, root: Path, ledger_path: str | None = None) -> dict[str, object]:
     spec = load_spec(plan.spec_path)
     manifest: dict[str, object] = {
         "release_id": plan.release_id,
@@ -84,6 +84,9 @@ def _manifest(plan: ReleasePlan, root: Path) -> dict[str, object]:
         "schema": spec.schema_path.read_text(encoding="utf-8"),
         "provenance": provenance(),
     }
+    if ledger_path is not None:
+        with Ledger.open(Path(ledger_path)) as ledger:  # the ledger's head at publication: deleted rows show
+            manifest["ledger_head"] = ledger.head().to_dict()
     manifest["manifest_sha256"] = manifest_seal(manifest)
     return manifest
 
@@ -93,7 +96,7 @@ def publish_release(plan: ReleasePlan, staging: str, out: str, ledger_path: str)
     """Write the manifest, verify it, rename the staging folder into place and close the ledger entry."""
     root = Path(staging)
     make_public(root)  # 0644 files, 0755 folders, whatever the umask
-    manifest = _manifest(plan, root)
+    manifest = _manifest(plan, root, ledger_path)
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     os.chmod(root / MANIFEST, 0o644)
     problems = verify_release(root)
@@ -103,6 +106,7 @@ def publish_release(plan: ReleasePlan, staging: str, out: str, ledger_path: str)
     if target.exists():
         raise FileExistsError(f"release folder {target} already exists")
     os.rename(root, target)
+    fault_point("after_publish_rename")
     with Ledger.open(Path(ledger_path)) as ledger:
         ledger.publish(plan.release_id)
     _artifacts(plan, target)

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import json
 import multiprocessing
 import re
 import sqlite3
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from dp.accounting import Ledger, ReleaseContext, measure
+from dp.accounting import Ledger, ReleaseContext, head_path, measure, release_lock
 from dp.budget import PureBudget, ZCDPBudget
 from dp.errors import BudgetExceededError, LedgerError
 from dp.mechanisms import DiscreteGaussian
@@ -98,8 +101,84 @@ def test_tampering_is_detected(tmp_path):
     db.execute("UPDATE charges SET loss = '1/1000' WHERE seq = 1")
     db.commit()
     db.close()
-    with Ledger.open(path) as ledger, pytest.raises(LedgerError, match="charge 1 does not match the hash chain"):
-        ledger.verify()
+    with pytest.raises(LedgerError, match="charge 1 does not match the hash chain"), Ledger.open(path):
+        pass  # the chain is verified on every open
+
+
+def test_deleted_trailing_rows_are_detected_by_the_head_file(tmp_path):
+    path = tmp_path / "l.sqlite"
+    with Ledger.open(path) as ledger:
+        ledger.register("pop", "zcdp", CAP, DELTA)
+        ledger.reserve("pop", "r1", ZCDPBudget(Fraction(1, 2)))
+        for _ in range(3):
+            _charge(ledger, "r1", Fraction(1, 8))
+        assert ledger.head().rows == 3
+    assert json.loads(head_path(path).read_text())["rows"] == 3
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM charges WHERE seq >= 2")  # the chain of what is left still verifies
+    db.commit()
+    db.close()
+    with pytest.raises(LedgerError, match="2 charge row"), Ledger.open(path):
+        pass
+
+
+def test_a_charge_never_sealed_is_booked_as_lost_and_the_rerun_may_book_and_draw_it_again(tmp_path):
+    path = tmp_path / "l.sqlite"
+    with Ledger.open(path) as ledger:
+        ledger.register("pop", "zcdp", CAP, DELTA)
+        ledger.reserve("pop", "r1", ZCDPBudget(Fraction(1, 4)))
+        context = ReleaseContext(ledger, "r1", "zcdp", SpyNoise())
+        mechanism = DiscreteGaussian(1, ZCDPBudget(Fraction(1, 8)))
+        measure(mechanism, np.arange(5), context, stage="one_way", query="marginal(a)")
+        # The process dies between the charge of marginal(b) and its seal: charged, never sealed.
+        ledger.charge("r1", stage="one_way", query="marginal(b)", mechanism=mechanism.name,
+                      sensitivity="L2=1", scale=str(mechanism.scale()), loss=ZCDPBudget(Fraction(1, 8)))
+        assert ledger.resume("r1") == Fraction(1, 8)  # booked as lost; the reservation grows by it
+        assert ledger.resume("r1") == 0  # counted once
+        spy = SpyNoise()
+        context = ReleaseContext(ledger, "r1", "zcdp", spy)
+        measure(mechanism, np.arange(5), context, stage="one_way", query="marginal(a)")  # replayed
+        measure(mechanism, np.arange(5), context, stage="one_way", query="marginal(b)")  # booked and drawn
+        assert len(spy.calls) == 1
+        charges = ledger.charges(release_id="r1")
+        assert [c.query for c in charges] == ["marginal(a)", "marginal(b)", "marginal(b)"]
+        ledger.publish("r1")
+        status = ledger.status("pop")
+        assert status.spent == sum(c.loss for c in charges) == Fraction(3, 8) and status.reserved == 0
+
+
+def test_a_reservation_whose_process_is_gone_is_reclaimed(tmp_path):
+    path = tmp_path / "l.sqlite"
+    with Ledger.open(path) as ledger:
+        ledger.register("pop", "zcdp", CAP, DELTA)
+        ledger.reserve("pop", "held", ZCDPBudget(Fraction(1, 2)))
+        _charge(ledger, "held", Fraction(1, 8))
+        ledger.reserve("pop", "mine", ZCDPBudget(Fraction(1, 8)))
+        assert ledger.reclaim_stale("pop") == []  # this process holds both
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE leases SET pid = ?, started = '' WHERE release_id = 'held'", (int(dead.stdout),))
+    db.commit()
+    db.close()
+    with Ledger.open(path) as ledger:
+        assert ledger.reclaim_stale("pop") == ["held"]
+        assert ledger.release_status("held") == "failed" and ledger.release_status("mine") == "reserved"
+        status = ledger.status("pop")
+        assert status.spent == Fraction(1, 8) and status.reserved == Fraction(1, 8)  # only "mine" is open
+        ledger.abandon("mine")
+        assert ledger.status("pop").reserved == 0
+
+
+def test_one_run_per_release_id(tmp_path):
+    with release_lock(tmp_path / "l.sqlite", "r1"):
+        with pytest.raises(LedgerError, match="being run by another process"):
+            with release_lock(tmp_path / "l.sqlite", "r1"):
+                pass
+        with release_lock(tmp_path / "l.sqlite", "r2"):
+            pass
+    with release_lock(tmp_path / "l.sqlite", "r1"):
+        pass
 
 
 def test_measure_charges_before_drawing(tmp_path):
