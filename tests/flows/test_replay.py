@@ -128,3 +128,22 @@ def test_rerun_with_a_changed_spec_is_refused(prefect_harness, example, tmp_path
     example.write_text(yaml.safe_dump(doc))
     with pytest.raises(LedgerError, match="was first run with another spec"):
         release(spec=str(example), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="c1")
+
+
+def test_rerun_on_changed_data_is_refused_before_any_draw(prefect_harness, example, tmp_path, draws):
+    import pyarrow.parquet as pq
+
+    from flows.release import release
+
+    with pytest.raises(RuntimeError):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("flows.release.estimate_model", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
+            release(spec=str(example), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="d1")
+    drawn = len(draws)
+    table = pq.read_table(example.parent / "adult.parquet")
+    pq.write_table(table.slice(1), example.parent / "adult.parquet")  # one row fewer: other data
+    with pytest.raises(LedgerError, match="reserved against other data"):
+        release(spec=str(example), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="d1")
+    assert len(draws) == drawn
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        assert ledger.release_status("d1") == "failed"
