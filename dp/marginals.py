@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -291,12 +292,36 @@ def _null_mask(column: pa.ChunkedArray) -> BoolArray | None:
     return np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
 
 
+def _nfc_retry(strings: pa.ChunkedArray, index: pa.ChunkedArray, domain: ColumnDomain) -> pa.ChunkedArray:
+    """Codes for values outside the domain whose NFC form is a category (e.g. ``café`` written in NFD).
+
+    Schema categories are NFC (``schemas.model``); data may arrive in another normal form. Only the
+    distinct values that were not found are normalised, so the common case costs nothing.
+    """
+    unmatched = pc.unique(pc.filter(strings, pc.and_(pc.is_null(index), pc.is_valid(strings))))
+    position = {c: i for i, c in enumerate(domain.categories)}
+    raw: list[str] = []
+    codes: list[int] = []
+    for value in unmatched.to_pylist():
+        code = position.get(unicodedata.normalize("NFC", value))
+        if code is not None:
+            raw.append(value)
+            codes.append(code)
+    if not raw:
+        return index
+    found = pc.take(pa.array(codes, type=pa.int32()), pc.index_in(strings, value_set=pa.array(raw, pa.string())))
+    return pc.coalesce(pc.cast(index, pa.int32()), found)
+
+
 def _encode_category(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes, BoolArray | None, BoolArray | None]:
     """Codes of a category column, with its null and unknown (outside the domain) rows, or None."""
     if pa.types.is_dictionary(column.type):
         column = pc.cast(column, pa.string())
     lookup = pa.array(domain.categories, type=pa.string())
-    index = pc.index_in(pc.cast(column, pa.string()), value_set=lookup)
+    strings = pc.cast(column, pa.string())
+    index = pc.index_in(strings, value_set=lookup)
+    if index.null_count != column.null_count:
+        index = _nfc_retry(strings, index, domain)
     missing = _null_mask(column)
     unknown: BoolArray | None = None
     # index_in gives null for a null value and for a value outside the domain, and for nothing else.

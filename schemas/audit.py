@@ -119,6 +119,10 @@ def build_audit(
         "unit": unit,
         "declared": {"epsilon": _exact(plan.epsilon), "delta": float(plan.delta)},
         "reserved": _exact(plan.total.amount),
+        "share_of_declared": _exact(plan.spent_share),
+        "share_note": ("the stages' shares cover the whole declared budget" if plan.spent_share == 1 else
+                       "only this share of the declared budget was reserved and spent (shares summing below 1, "
+                       "or stages with nothing to spend on); the rest stays in the lifetime budget"),
         "booked": _exact(spent),
         "stages": [
             {"stage": stage, "allocated": _exact(plan.stages[stage].amount) if stage in plan.stages else None,

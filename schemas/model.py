@@ -32,6 +32,7 @@ from dp.budget import (
 )
 from dp.errors import DPReleaseError, ParameterError
 from dp.marginals import Binning
+from schemas.identifiers import short
 
 ColumnType = Literal["int", "float", "category"]
 STAGES = ("bounds", "one_way", "selection", "two_way", "cliques", "hierarchy")
@@ -251,8 +252,46 @@ class ReleaseSpec:
 # Loading
 
 
+MAX_YAML_BYTES = 1 << 20
+"""The largest spec or schema file read (1 MiB)."""
+MAX_YAML_DEPTH = 32
+"""The deepest nesting of mappings and sequences accepted."""
+MAX_YAML_ALIASES = 64
+"""The most aliases (``*name``) one file may use: an alias bomb ("billion laughs") is refused while parsing."""
+MAX_EPSILON = 100.0
+"""The largest epsilon a spec may declare (a release, lifetime or cap budget); above 10 a warning is logged."""
+MAX_DELTA = 0.01
+"""Every delta must lie below this; from 1e-5 on (about 1/rows of a small table) a warning is logged."""
+MAX_NUMBER = 2.0**53
+"""Declared bounds, search ranges and bin edges must lie within ±2⁵³ (where doubles still hold every integer)."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that refuses a key repeated in one mapping (PyYAML keeps the last silently)."""
+    """A safe YAML loader with budgets: unique keys, few aliases, bounded nesting.
+
+    At most :data:`MAX_YAML_ALIASES` aliases and :data:`MAX_YAML_DEPTH` levels of nesting (PyYAML alone
+    keeps the last of a repeated key and expands aliases freely).
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.events.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"more than {MAX_YAML_ALIASES} aliases (an alias bomb?)", None)
+        self.depth += 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", None)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -274,20 +313,34 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
 
+def _resolve(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # a symlink loop (RuntimeError in Python 3.11)
+        raise SchemaError(f"{path}: cannot be resolved (a symbolic link loop?)") from None
+
+
 def _load_yaml(path: Path) -> dict[str, Any]:
     try:
+        if path.exists() and not path.is_file():
+            raise SchemaError(f"{path}: must be a regular file (not a folder, pipe or device)")
+        if path.exists() and path.stat().st_size > MAX_YAML_BYTES:
+            raise SchemaError(f"{path}: larger than {MAX_YAML_BYTES // 1024} KiB; a spec or schema is a short file")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SchemaError(f"{path}: file not found") from None
+    except UnicodeDecodeError as err:
+        raise SchemaError(f"{path}: is not UTF-8 text (byte {err.start})") from None
     except OSError as err:
-        raise SchemaError(f"{path}: cannot be read ({err.strerror})") from None
+        raise SchemaError(f"{path}: cannot be read ({err.strerror or type(err).__name__})") from None
     try:
         doc = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None)
-        rule = f": {problem}" if problem and "repeated" in str(problem) else ""
+        known = ("repeated", "aliases", "nested")
+        rule = f": {str(problem)[:120]}" if problem and any(k in str(problem) for k in known) else ""
         raise SchemaError(f"{path}: not valid YAML{where}{rule}") from None
     if not isinstance(doc, dict):
         raise SchemaError(f"{path}: must be a YAML mapping")
@@ -305,7 +358,9 @@ def _keys(where: str, mapping: dict[str, Any], allowed: set[str], required: set[
 
 def _number(where: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _fail(where, f"({value!r}) must be a number")
+        raise _fail(where, f"({short(value)}) must be a number")
+    if math.isfinite(value) and abs(value) > MAX_NUMBER:
+        raise _fail(where, f"({short(value)}) must lie within ±2^53 (9007199254740992)")
     if not math.isfinite(value):
         raise _fail(where, f"({value}) must be a finite number")
     return value
@@ -609,9 +664,9 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     for key in ("schema", "data"):
         if not isinstance(doc[key], str) or not doc[key]:
             raise _fail(f"{where}: {key}", "must be a path")
-    schema_path = (file.parent / doc["schema"]).resolve()
+    schema_path = _resolve(file.parent / doc["schema"])
     schema = load_schema(schema_path)
-    data = (file.parent / doc["data"]).resolve()
+    data = _resolve(file.parent / doc["data"])
 
     definition, epsilon, delta, budget = _budget(f"{where}: budget", doc["budget"])
     life_def, life_epsilon, life_delta, lifetime = _budget(f"{where}: lifetime_budget", doc["lifetime_budget"])
@@ -773,13 +828,19 @@ def _budget(where: str, raw: Any) -> tuple[Definition, Fraction, Fraction, Budge
         raise _fail(where, "must be {epsilon: E} (pure DP) or {epsilon: E, delta: D} (zCDP)")
     _keys(where, raw, {"epsilon", "delta"}, {"epsilon"})
     try:
-        if isinstance(raw["epsilon"], str):  # a quoted number is a typo, not a budget
-            raise ParameterError(f"epsilon ({raw['epsilon']!r}) must be a number")
+        for key in ("epsilon", "delta"):
+            if key in raw and isinstance(raw[key], str):  # a quoted number is a typo, not a budget
+                raise ParameterError(f"{key} ({short(raw[key])}) must be a number (not quoted)")
         epsilon = to_fraction(raw["epsilon"], "epsilon")
         if epsilon <= 0:
             raise ParameterError(f"epsilon ({float(epsilon):g}) must be positive")
+        if epsilon > MAX_EPSILON:
+            raise ParameterError(f"epsilon ({float(epsilon):g}) must be at most {MAX_EPSILON:g}: "
+                                 "beyond that a release protects nothing")
         if "delta" in raw:
             delta = validate_delta(raw["delta"])
+            if delta >= MAX_DELTA:
+                raise ParameterError(f"delta ({float(delta):g}) must be below {MAX_DELTA:g} (and far below 1/rows)")
             definition: Definition = "zcdp"
         else:
             delta, definition = Fraction(0), "pure"

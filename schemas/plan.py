@@ -8,6 +8,7 @@ exponential mechanism of the selection stage (epsilon-bounded-range) the epsilon
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -142,12 +143,18 @@ class ReleasePlan:
     seed: int
     selection: PlannedSelection | None = None
     cliques: PlannedCliques | None = None
+    spent_share: Fraction = Fraction(1)
+    """The reserved total as a fraction of the declared budget (below 1 when shares sum below 1 or a stage
+    has nothing to spend on: the rest stays in the lifetime budget)."""
 
     def lines(self) -> list[str]:
         """A human-readable plan (for ``dprelease plan`` and logs); public values only."""
         unit = "epsilon" if self.definition == "pure" else "rho"
         out = [f"release {self.release_id} of dataset {self.dataset!r} ({_describe_definition(self)})",
                f"  reserved: {unit}={float(self.total.amount):.6g}  (exact {self.total.amount})"]
+        if self.spent_share < 1:
+            out.append(f"  the stages' shares sum to {float(self.spent_share):.6g}: only that fraction of the "
+                       "declared budget is reserved and spent; the rest stays in the lifetime budget")
         stage_width = max((len(stage) for stage in self.stages), default=0)
         for stage, budget in self.stages.items():
             out.append(f"  stage {stage:<{stage_width}}  {unit}={float(budget.amount):.6g}")
@@ -190,6 +197,23 @@ def _share(total: Budget, parts: int) -> Budget:
     return ZCDPBudget(total.rho / parts)
 
 
+MAX_NOISE_SCALE = 1e6
+"""The largest noise scale a plan may give any measurement (Laplace b, Gaussian sigma, or SVT's 4/epsilon): beyond
+it the outputs are noise only, and the exact samplers' cost grows with the scale (an epsilon of 1e-12 is refused
+here, in seconds, before anything is reserved)."""
+
+
+def noise_scale(budget: Budget, sensitivity: int = 1) -> float:
+    """The noise scale a budget buys: Laplace ``Δ/ε`` (pure; ``4Δ/ε`` bounds SVT's), Gaussian ``Δ/sqrt(2ρ)``."""
+    if isinstance(budget, PureBudget):
+        return 4.0 * sensitivity / float(budget.epsilon)
+    return sensitivity / math.sqrt(2.0 * float(budget.rho))
+
+
+UNALLOCATED = "(unallocated)"
+"""The part of the budget that shares summing below 1 leave unspent (it stays in the lifetime budget)."""
+
+
 def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     """Split the spec's budget over stages and measurements, exactly.
 
@@ -197,7 +221,12 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
         SchemaError: If a planned marginal has more cells than :data:`MAX_CELLS`.
     """
     where = spec.source
-    stages_all = spec.budget.split({k: v for k, v in spec.allocation.items()})
+    weights = {k: v for k, v in spec.allocation.items()}
+    declared = sum(weights.values(), Fraction(0))
+    if declared < 1:  # shares mean what they say: a sum below 1 spends only that fraction of the budget
+        weights[UNALLOCATED] = 1 - declared
+    stages_all = spec.budget.split(weights)
+    stages_all.pop(UNALLOCATED, None)
     measured = spec.schema.measured
     needs_bounds = [c.name for c in measured if c.numeric and not c.has_public_bounds]
     stages: dict[str, Budget] = {}
@@ -247,10 +276,21 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
             cells *= _max_size(spec, c)
         if cells > MAX_CELLS:
             raise SchemaError(f"{where}: {m.query} would have up to {cells} cells; the limit is {MAX_CELLS}")
+    sensitivity = spec.schema.privacy_unit.max_rows if spec.schema.privacy_unit.id_column else 1
+    budgets = [(m.query, m.budget) for m in measurements] + [(f"bounds({b.column})", b.run_budget) for b in bounds]
+    if cliques is not None:
+        budgets.append(("each clique", cliques.clique_budget))
+    for query, budget in budgets:
+        scale = noise_scale(budget, sensitivity)
+        if scale > MAX_NOISE_SCALE:
+            raise SchemaError(f"{where}: budget: {query} would get noise of scale {scale:.3g} (limit "
+                              f"{MAX_NOISE_SCALE:g}): the budget is too small for this plan; raise epsilon or "
+                              "measure less")
     return ReleasePlan(
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=tuple(bounds),
         measurements=tuple(measurements), seed=seed, selection=selection, cliques=cliques,
+        spent_share=total_amount / spec.budget.amount,
     )
 
 

@@ -29,7 +29,7 @@ from dp.accounting import fault_point
 from dp.errors import DPReleaseError, StageFailed
 
 __all__ = ["PUBLIC", "SENSITIVE", "DPReleaseError", "StageFailed", "guard_raw_errors", "is_sensitive", "mark_sensitive",
-           "sensitive_task", "steward_area"]
+           "public_task", "sensitive_task", "steward_area"]
 
 SENSITIVE_MARK = "dp_sensitive"
 """The attribute set to True on every task that reads raw data, draws noise or writes the ledger."""
@@ -153,6 +153,15 @@ def announce(stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
         return outcome
 
     return announced
+
+
+def public_task(name: str) -> Callable[[Callable[..., Any]], Task[Any, Any]]:
+    """``@task(name=name, **PUBLIC)`` with start and end lines: the decorator of post-processing tasks."""
+
+    def decorate(function: Callable[..., Any]) -> Task[Any, Any]:
+        return task(name=name, **PUBLIC)(announce(name, function))
+
+    return decorate
 
 
 def sensitive_task(name: str) -> Callable[[Callable[..., Any]], Task[Any, Any]]:

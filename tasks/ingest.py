@@ -114,10 +114,40 @@ def read_row_groups(refs: Sequence[RowGroupRef], columns: Sequence[str]) -> Iter
             raise InputError(f"{path.name}: row group {index} cannot be read ({type(err).__name__})") from None
 
 
+COALESCE_ROWS = 65_536
+"""Row groups smaller than this on average are read in batches of this many rows instead (validation and
+counting then cost per row, not per row group: 20,000 one-row groups are 1 batch, not 20,000)."""
+
+
+def _coalesced(file: pq.ParquetFile) -> bool:
+    meta = file.metadata
+    return meta.num_row_groups > 1 and meta.num_rows < COALESCE_ROWS * meta.num_row_groups
+
+
 def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:
-    """The dataset's row groups (every file's, in order), one table each, with only ``columns``."""
+    """The dataset's rows in batches (every file's, in order), one table each, with only ``columns``.
+
+    A batch is a row group, or up to :data:`COALESCE_ROWS` rows across tiny row groups.
+    """
     for file in parquet_files(path):
-        yield from read_row_groups([(str(file), i) for i in range(open_parquet(file).num_row_groups)], columns)
+        opened = open_parquet(file)
+        if not _coalesced(opened):
+            yield from read_row_groups([(str(file), i) for i in range(opened.num_row_groups)], columns)
+            continue
+        try:
+            for batch in opened.iter_batches(batch_size=COALESCE_ROWS, columns=list(columns)):
+                yield pa.Table.from_batches([batch])
+        except (pa.ArrowInvalid, OSError) as err:
+            raise InputError(f"{file.name}: a row group cannot be read ({type(err).__name__})") from None
+
+
+def batch_count(path: Path) -> int:
+    """How many tables :func:`row_groups` yields for the dataset (for progress counters)."""
+    total = 0
+    for file in parquet_files(path):
+        meta = open_parquet(file).metadata
+        total += -(-meta.num_rows // COALESCE_ROWS) if _coalesced(open_parquet(file)) else meta.num_row_groups
+    return total
 
 
 def unit_row_groups(

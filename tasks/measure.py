@@ -28,7 +28,7 @@ from schemas.encoding import domains_for, rules_for
 from schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema, load_spec
 from schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
 from tasks import sensitive_task
-from tasks.ingest import RowGroupRef, remote_count_partition, row_group_refs, unit_row_groups
+from tasks.ingest import RowGroupRef, batch_count, remote_count_partition, row_group_refs, unit_row_groups
 from tasks.progress import StageProgress
 from tasks.staging import write_internal
 
@@ -132,7 +132,7 @@ class Counter:
         """Exact counts of ``workload`` over every (bounded) row: one map-reduce pass."""
         if self.client is None or self.unit.id_column is not None:
             batches, self.bounded = unit_row_groups(self.data, [d.name for d in domains], self.unit, self.bounded)
-            total = len(row_group_refs(self.data))
+            total = batch_count(self.data)
             return count_all(self.progress.track(batches, total), domains, rules, workload, maps)
         shared = (list(domains), dict(rules), list(workload), None if maps is None else dict(maps))
         futures = [self.client.submit(remote_count_partition, run, *shared, pure=False)

@@ -11,10 +11,12 @@ it again as its first step (a deployment's run has no command line in front of i
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import stat
 import tempfile
+from fractions import Fraction
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -157,6 +159,27 @@ def check_budget(spec: ReleaseSpec, ledger_path: Path, release_id: str | None) -
                 dataset=spec.dataset, remaining=limit, requested=requested, unit=status.unit)
 
 
+PLAUSIBLE_EPSILON = 10
+"""Above this epsilon (release or lifetime) preflight logs a warning: such a release protects little."""
+PLAUSIBLE_DELTA = Fraction(1, 100_000)
+"""From this delta on preflight logs a warning: delta should be far below 1/rows."""
+
+
+def warn_implausible(spec: ReleaseSpec) -> list[str]:
+    """Log (and return) one warning line for each implausible but allowed budget of the spec."""
+    lines = []
+    for what, epsilon in (("budget", spec.epsilon), ("lifetime_budget", spec.lifetime_epsilon)):
+        if epsilon > PLAUSIBLE_EPSILON:
+            lines.append(f"{spec.source}: {what}: epsilon {float(epsilon):g} is above {PLAUSIBLE_EPSILON}: "
+                         "such a release protects little")
+    if spec.delta >= PLAUSIBLE_DELTA:
+        lines.append(f"{spec.source}: budget: delta {float(spec.delta):g} is not far below 1/rows "
+                     f"(use at most {float(PLAUSIBLE_DELTA):g}, typically 1e-9)")
+    for line in lines:
+        logging.getLogger("dprelease").warning("%s", line)
+    return lines
+
+
 def steward_root(spec: ReleaseSpec, internal: str | None) -> Path:
     """The steward-only root of a release.
 
@@ -205,6 +228,7 @@ def preflight(
     if release_id is not None:
         check_identifier("release id", release_id)
     spec = load_spec(spec_path)
+    warn_implausible(spec)
     plan_release(spec, "preflight", spec.seed or 0)  # the plan's own rules (cell limits), still without data
     check_budget(spec, Path(ledger), release_id)
     check_data_files(spec)

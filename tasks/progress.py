@@ -80,7 +80,7 @@ class StageProgress:
             yield item
             done += 1
             now = time.monotonic()
-            final = done == total
+            final = done >= total
             if final or now - last >= LOG_EVERY_SECONDS:
                 logger.info("%s, %s %d/%d", label, what, done, total)
                 self._update_artifact(done / max(total, 1))

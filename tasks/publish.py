@@ -9,7 +9,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from dp.accounting import Ledger, LedgerStatus, fault_point
@@ -18,7 +18,7 @@ from schemas.audit import budget_table, build_audit, render_markdown
 from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from schemas.report_html import render_html
-from tasks import PUBLIC, sensitive_task
+from tasks import public_task, sensitive_task
 from tasks.measure import Measured
 from tasks.staging import MANIFEST, file_entries, file_sha256, final_dir, make_public, manifest_seal, verify_release
 from tasks.synthesize import SynthesisResult
@@ -44,7 +44,7 @@ def provenance() -> dict[str, str]:
     return out
 
 
-@task(name="write_report", **PUBLIC)
+@public_task("write_report")
 def write_report(
     plan: ReleasePlan,
     before: LedgerStatus,

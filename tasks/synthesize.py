@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 
 from dp.estimation import TreeModel, fit_tree
 from dp.hierarchy import NoisyLevel, combine, make_consistent
@@ -24,7 +24,7 @@ from dp.svt import DiscoveredBounds
 from schemas.encoding import domains_for, hierarchy_tree, output_columns
 from schemas.model import Hierarchy, load_spec
 from schemas.plan import ReleasePlan
-from tasks import PUBLIC
+from tasks import public_task
 from tasks.measure import Measured
 
 
@@ -136,7 +136,7 @@ def _hierarchy_counts(
     return make_consistent(hierarchy_tree(hierarchy), noisy, variances, total=total)
 
 
-@task(name="estimate_model", **PUBLIC)
+@public_task("estimate_model")
 def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: Measured) -> Estimate:
     """Post-process the noisy measurements (total, hierarchies, non-negativity, consistency); fit the model.
 
@@ -226,7 +226,7 @@ def _write_hierarchy(
     return files
 
 
-@task(name="sample_synthetic", **PUBLIC)
+@public_task("sample_synthetic")
 def sample_synthetic(
     plan: ReleasePlan, bounds: list[DiscoveredBounds], estimate: Estimate, staging: str, version: str
 ) -> SynthesisResult:

@@ -11,7 +11,7 @@ from schemas.model import load_spec
 from schemas.plan import ReleasePlan
 from schemas.validation import validate_batches as run_expectations
 from tasks import sensitive_task
-from tasks.ingest import dataset_schema, row_group_refs, row_groups
+from tasks.ingest import batch_count, dataset_schema, row_groups
 from tasks.progress import StageProgress
 from tasks.staging import write_internal
 
@@ -27,7 +27,7 @@ def validate_table(plan: ReleasePlan, steward: str) -> None:
     steward-only folder ``steward``.
     """
     spec = load_spec(plan.spec_path)
-    batches = StageProgress("validate").track(row_groups(spec.data, spec.schema.names), len(row_group_refs(spec.data)))
+    batches = StageProgress("validate").track(row_groups(spec.data, spec.schema.names), batch_count(spec.data))
     report = run_expectations(batches, spec.schema, dataset_schema(spec.data))
     write_internal(Path(steward), "validation.json", json.dumps(report.to_dict(), indent=2, default=str))
     get_run_logger().info("validation of %s finished; results are in the internal report", spec.data.name)

@@ -17,6 +17,11 @@ configure()
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# A shared 2-core machine can make example generation slow: that is not a failure of the code under test.
+settings.register_profile("dprelease", suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.load_profile("dprelease")
 
 ROOT = Path(__file__).resolve().parents[1]
 ADULT = ROOT / "examples" / "adult"
