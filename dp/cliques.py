@@ -181,7 +181,8 @@ def select_cliques(
         stage: The ledger stage.
 
     Returns:
-        The cliques, each (pa, q, ch) or (pa, ch), in order; and each selection's record.
+        The cliques, each (pa, q, ch) or (pa, ch), in order; and each selection's record (a selection
+        with a single candidate is not run and has no record: it would cost budget for no choice).
     """
     mechanism = ExponentialMechanism(score_sensitivity=score_sensitivity, budget=run_budget)
     cliques: list[Clique] = []
@@ -192,6 +193,12 @@ def select_cliques(
         partners = list(dict.fromkeys(q for clique in cliques if parent in clique for q in clique if q != parent))
         if not partners:
             cliques.append((parent, child))
+            continue
+        if len(partners) == 1:
+            # One candidate: the exponential mechanism could only return it. The candidates follow from
+            # the tree and the cliques chosen so far (DP outputs), so skipping is a public decision; the
+            # selection's budget is not drawn and returns to the dataset when the release closes.
+            cliques.append((parent, partners[0], child))
             continue
         scores = []
         for q in partners:

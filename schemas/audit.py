@@ -206,6 +206,14 @@ def build_audit(
                           "root, a second parent for each column among the columns already sharing a clique with its "
                           "tree parent, by the exponential mechanism on the conditional-L1 score (sensitivity below 4 "
                           "per row); numeric columns in bins of equal noisy mass inside cliques",
+                "second_parent_selections": {
+                    "run": sum(1 for m in measurements if m.query.startswith("second parent of ")),
+                    "skipped_single_candidate": sum(
+                        1 for c in cliques if len(c) == 3
+                        and not any(m.query == f"second parent of {c[2]}" for m in measurements)),
+                    "note": "a selection with a single candidate is not run: it could only return that candidate, "
+                            "so its budget is not drawn and returns to the lifetime budget when the release closes",
+                },
                 "booked": _exact(by_stage.get("selection", Fraction(0))),
             }} if spec.auto_cliques else {}),
         },

@@ -103,10 +103,12 @@ def test_second_parents_follow_the_scores_with_little_noise_and_are_booked_and_r
         cliques, records = select_cliques(order, triples, shapes, PureBudget(Fraction(100)), context,
                                           score_sensitivity=4)
         assert cliques == [("a", "b"), ("b", "a", "c"), ("b", cliques[2][1], "d")]
-        assert [r.query for r in records] == ["second parent of c", "second parent of d"]
+        # c's only candidate is a (the one clique so far is (a, b)): not run, nothing booked; d chooses.
+        assert [r.query for r in records] == ["second parent of d"]
+        assert [c.query for c in ledger.charges(release_id="r")] == ["second parent of d"]
         again, _ = select_cliques(order, {k: np.zeros_like(v) for k, v in triples.items()}, shapes,
                                   PureBudget(Fraction(100)), context, score_sensitivity=4)
-        assert again == cliques and len(ledger.charges(release_id="r")) == 2  # replayed, not redrawn
+        assert again == cliques and len(ledger.charges(release_id="r")) == 1  # replayed, not redrawn
     # (b, a, d) sits under the first clique holding {a, b}; (b, c, d) under the one holding {b, c}
     assert junction_parents(cliques) == (None, 0, 0 if "a" in cliques[2] else 1)
 

@@ -427,3 +427,14 @@ def test_contributions_are_bounded_per_privacy_unit(prefect_harness, tmp_path):
     bounding = handling["contribution_bounding"]
     assert bounding["max_rows_per_id"] == 2 and bounding["dropped_over_cap"] == int(np.maximum(sizes - 2, 0).sum())
     assert abs(synthetic.num_rows - int(np.minimum(sizes, 2).sum())) < 200  # about the kept rows, noisily
+
+
+def test_single_candidate_second_parents_are_skipped_and_reported(adult_release):
+    target, _, _ = adult_release
+    audit = json.loads((target / "audit.json").read_text())
+    tree = audit["private_choices"]["junction_tree"]
+    selections = tree["second_parent_selections"]
+    three = [c for c in tree["cliques"] if len(c) == 3]
+    assert selections["run"] + selections["skipped_single_candidate"] == len(three)
+    booked = [m for m in audit["measurements"] if m["query"].startswith("second parent of ")]
+    assert len(booked) == selections["run"]

@@ -105,7 +105,10 @@ def test_fault_after_each_stage_publishes_nothing_and_the_rerun_replays(
     assert not dataset_dir.exists() or list(dataset_dir.iterdir()) == []
     with Ledger.open(tmp_path / "l.sqlite") as ledger:
         assert ledger.release_status(f"fault-{stage}") == "failed"
-        assert len(ledger.charges(release_id=f"fault-{stage}")) == 60  # every drawn charge stays booked
+        charges = ledger.charges(release_id=f"fault-{stage}")
+        # Every drawn charge stays booked, each with its sealed result (how many second-parent selections
+        # run depends on the privately chosen tree: one with a single candidate is skipped).
+        assert len(charges) >= 55 and all(ledger.sealed(f"fault-{stage}", f"{c.stage}/{c.query}") for c in charges)
     drawn = len(draws)
 
     target_dir = _run(example, tmp_path, f"fault-{stage}")
