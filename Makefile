@@ -1,5 +1,5 @@
 # The two commands of the README. Both set up .venv on first use (scripts/bootstrap.sh).
-.PHONY: example test lint bootstrap clean
+.PHONY: example ldp-example test lint bootstrap clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -7,6 +7,12 @@ bootstrap:
 ## Run the bundled differentially private release of the Adult table and print where it went.
 example: bootstrap
 	@.venv/bin/dprelease release examples/adult/release.yaml --out releases
+
+## Simulate three days of locally randomised reports and decode them (OUE and RAPPOR).
+ldp-example: bootstrap
+	@.venv/bin/python examples/ldp-covid/simulate.py
+	@.venv/bin/dprelease ldp-collect examples/ldp-covid/collection.yaml
+	@.venv/bin/dprelease ldp-collect examples/ldp-covid/rappor.yaml
 
 ## Run the test suite (unit, statistical privacy, end-to-end flows), then ruff and mypy.
 test: bootstrap

@@ -74,6 +74,13 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", parents=[common],
                             help="re-render audit.html (and audit.md) of a release from its audit.json")
     report.add_argument("release_dir", help="a published release folder (holding audit.json)")
+    ldp = sub.add_parser("ldp-collect", parents=[common],
+                         help="decode a local-DP collection's batches of randomised reports and publish estimates")
+    ldp.add_argument("spec", help="collection spec (YAML): protocol, epsilon or RAPPOR parameters, values, batches")
+    ldp.add_argument("--out", default="releases-ldp", help="output folder (default: ./releases-ldp)")
+    ldp.add_argument("--registry", default=None,
+                     help="registry of collections and their fixed parameters (default: ./.dprelease/ldp.sqlite)")
+    ldp.add_argument("--run-id", default=None, type=_release_id, help="id of this run (default: the UTC time)")
     ledger = sub.add_parser("ledger", parents=[common], help="the steward's view of the privacy ledger")
     ledger.add_argument("action", choices=["show", "verify", "abandon"],
                         help="show: datasets and releases; verify: the hash chain and head; abandon: close an "
@@ -298,6 +305,32 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_ldp_collect(args: argparse.Namespace) -> int:
+    """Run the ldp-collect flow on the embedded Prefect API; print where the estimates went."""
+    from schemas.ldp import load_collection
+
+    collection = load_collection(args.spec)  # a bad spec is one line before Prefect starts
+    from flows.ldp_collect import ldp_collect
+    from flows.settings import start_embedded_server
+
+    if not args.debug:
+        _quiet_prefect_console()
+    start_embedded_server()
+    registry = args.registry or str(state_dir() / "ldp.sqlite")
+    target = ldp_collect(spec=args.spec, out=args.out, registry=registry, run_id=args.run_id)
+    audit = json.loads((Path(target) / "audit.json").read_text(encoding="utf-8"))
+    batches = audit["batches"]
+    print(f"\n{collection.name} ({collection.protocol}): {batches['reports_used']} reports from "
+          f"{len(batches['accepted'])} batch(es); {len(batches['refused'])} batch(es) refused "
+          f"({batches['reports_refused']} reports)")
+    for name, problems in batches["refused"].items():
+        print(f"  refused {name}: {problems[0]}")
+    print(f"  {Path(target) / 'estimates.csv'}   (estimates with 95 % intervals)")
+    print(f"  {Path(target) / 'chart.png'}")
+    print(f"  {Path(target) / 'audit.json'}   (the local guarantee per person, batches used and refused)")
+    return EXIT_PASS
+
+
 def cmd_ledger(args: argparse.Namespace) -> int:
     """``ledger show|verify|abandon``: the ledger's datasets and releases, its integrity, a steward's close.
 
@@ -391,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     configure()
     args = _parser().parse_args(argv)
     commands = {"release": cmd_release, "plan": cmd_plan, "check": cmd_check, "verify": cmd_verify,
-                "report": cmd_report, "ledger": cmd_ledger}
+                "report": cmd_report, "ledger": cmd_ledger, "ldp-collect": cmd_ldp_collect}
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:

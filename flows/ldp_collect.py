@@ -1,0 +1,119 @@
+"""The ldp-collect flow: check batches of locally randomised reports, count them, decode, publish estimates.
+
+Reports arrive already randomised by each person's device (local DP): the aggregator never holds a raw
+value, so the counts and everything computed from them are differentially private by construction (the
+tasks below may be retried; nothing in them needs the central release's no-retry, no-persistence rules).
+A collection's parameters are fixed when it is first run (registered with their fingerprint); a spec that
+changes them is refused, and so is every report made with other parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+
+from schemas.identifiers import check_identifier, inside
+from schemas.ldp import Collection, CollectionError, load_collection
+from tasks import PUBLIC
+from tasks.ldp import BatchCheck, aggregate, check_batches, estimates_table, refused_summary, write_outputs
+
+
+def register(registry: Path, collection: Collection) -> bool:
+    """Record the collection's parameters on its first run; True when it was new.
+
+    Raises:
+        CollectionError: If the collection exists with other parameters (they are fixed at creation).
+    """
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(registry, isolation_level=None, timeout=60)
+    try:
+        db.execute("CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
+                   "parameters TEXT NOT NULL, created_at REAL NOT NULL)")
+        db.execute("BEGIN IMMEDIATE")
+        row = db.execute("SELECT fingerprint FROM collections WHERE name = ?", (collection.name,)).fetchone()
+        if row is None:
+            db.execute("INSERT INTO collections VALUES (?, ?, ?, ?)", (
+                collection.name, collection.fingerprint(), json.dumps(collection.parameters(), sort_keys=True),
+                time.time()))
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    if row is not None and row[0] != collection.fingerprint():
+        raise CollectionError(f"collection {collection.name!r}: its parameters are fixed since it was created "
+                              f"(fingerprint {row[0]}); this spec has {collection.fingerprint()}: create a new "
+                              "collection instead")
+    return row is None
+
+
+@task(name="check_batches", **PUBLIC)
+def check_task(spec: str) -> list[BatchCheck]:
+    """Great Expectations checks of every batch (reports are already randomised: no raw value here)."""
+    return check_batches(load_collection(spec))
+
+
+@task(name="decode_and_publish", **PUBLIC)
+def decode_task(spec: str, accepted: list[str], checks: list[BatchCheck], staging: str) -> dict[str, object]:
+    """Count the accepted reports, estimate or decode, and write the public outputs into ``staging``."""
+    collection = load_collection(spec)
+    table, summary = estimates_table(collection, aggregate(collection, accepted))
+    write_outputs(collection, Path(staging), table, summary, checks)
+    return summary
+
+
+@flow(name="ldp-collect", log_prints=False, persist_result=False, validate_parameters=True)
+def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dprelease/ldp.sqlite",
+                run_id: str | None = None) -> str:
+    """Decode a local-DP collection's accepted batches and publish estimates with intervals, a chart and an audit.
+
+    Args:
+        spec: The collection spec (YAML).
+        out: Folder under which ``<collection>/<run_id>/`` is published.
+        registry: The SQLite registry of collections and their fixed parameters.
+        run_id: The run's id (default: the UTC time).
+
+    Returns:
+        The published folder.
+
+    Raises:
+        CollectionError: If the spec is invalid, its parameters changed, or no batch was accepted.
+    """
+    logger = get_run_logger()
+    collection = load_collection(spec)
+    rid = check_identifier("run id", run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}")
+    if register(Path(registry).resolve(), collection):
+        logger.info("collection %s registered with parameter fingerprint %s", collection.name,
+                    collection.fingerprint())
+    checks = check_task(str(collection.source))
+    accepted = [c.name for c in checks if c.accepted]
+    refused = [c for c in checks if not c.accepted]
+    logger.info("%s: %d batch(es) accepted (%d reports), %d refused (%d reports)", collection.name, len(accepted),
+                sum(c.rows for c in checks if c.accepted), len(refused), sum(c.rows for c in refused))
+    if refused:
+        logger.warning("refused batches (left in place, not used): %s", refused_summary(checks))
+    if not accepted:
+        raise CollectionError(f"collection {collection.name!r}: no batch in {collection.batches} was accepted"
+                              + (f" ({refused_summary(checks)})" if refused else " (the folder has no batch)"))
+    root = Path(out).resolve()
+    target = inside(root, collection.name, rid)
+    if target.exists():
+        raise CollectionError(f"{target}: already published; use another run id")
+    staging = inside(root, collection.name, f".staging-{rid}")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    try:
+        decode_task(str(collection.source), accepted, checks, str(staging))
+        os.chmod(staging, 0o755)
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("published %s estimates of %s to %s", collection.protocol, collection.name, target)
+    return str(target)

@@ -1,0 +1,217 @@
+"""Tasks of a local-DP collection: check each batch of reports, count the accepted ones, decode, publish.
+
+Reports are already randomised on the devices (local DP): counts of reports are differentially private
+by construction, so these tasks may be retried and their results persisted without weakening the
+guarantee (unlike the central release's raw-data tasks). They still carry no report content into logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dp.local.estimators import consistent, estimate
+from dp.local.rappor import cohort_counts, decode
+from schemas.ldp import Collection
+
+REQUIRED = {"GRR": ("value",), "SUE": ("bits",), "OUE": ("bits",), "OLH": ("seed", "value"),
+            "RAPPOR": ("cohort", "bits")}
+
+
+@dataclass
+class BatchCheck:
+    """One batch's outcome: accepted, or refused with the rules it broke (columns and rules, no values)."""
+
+    name: str
+    rows: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the batch's reports are used."""
+        return not self.problems
+
+
+def _expectations(collection: Collection) -> list[Any]:
+    from great_expectations.expectations import (
+        ExpectColumnToExist,
+        ExpectColumnValueLengthsToEqual,
+        ExpectColumnValuesToBeBetween,
+        ExpectColumnValuesToBeInSet,
+        ExpectColumnValuesToBeUnique,
+        ExpectColumnValuesToMatchRegex,
+        ExpectColumnValuesToNotBeNull,
+        ExpectTableRowCountToBeBetween,
+    )
+
+    checks: list[Any] = [ExpectTableRowCountToBeBetween(min_value=1),
+                         ExpectColumnToExist(column="report_id"), ExpectColumnValuesToNotBeNull(column="report_id"),
+                         ExpectColumnValuesToBeUnique(column="report_id"),
+                         ExpectColumnToExist(column="params"),
+                         ExpectColumnValuesToBeInSet(column="params", value_set=[collection.fingerprint()])]
+    for column in REQUIRED[collection.protocol]:
+        checks += [ExpectColumnToExist(column=column), ExpectColumnValuesToNotBeNull(column=column)]
+    width = collection.width()
+    if width is not None:
+        checks += [ExpectColumnValueLengthsToEqual(column="bits", value=width),
+                   ExpectColumnValuesToMatchRegex(column="bits", regex=r"^[01]+$")]
+    if collection.protocol == "GRR":
+        checks.append(ExpectColumnValuesToBeBetween(column="value", min_value=0, max_value=collection.k - 1))
+    if collection.protocol == "OLH":
+        checks.append(ExpectColumnValuesToBeBetween(column="value", min_value=0,
+                                                    max_value=collection.randomizer().g - 1))  # type: ignore[union-attr]
+    if collection.protocol == "RAPPOR":
+        assert collection.rappor is not None
+        checks.append(ExpectColumnValuesToBeBetween(column="cohort", min_value=0, max_value=collection.rappor.m - 1))
+    return checks
+
+
+def _rule(expectation: Any) -> str:
+    kind = type(expectation).__name__.removeprefix("Expect")
+    column = getattr(expectation, "column", None)
+    return f"column {column!r}: {kind}" if column else kind
+
+
+def check_batches(collection: Collection) -> list[BatchCheck]:
+    """Validate every batch of the collection with Great Expectations; duplicates across batches refuse the later.
+
+    A batch is refused whole when it breaks any rule (wrong parameter fingerprint, a malformed bit vector,
+    a value out of range, a missing column, a duplicate report id, no rows): its reports are not used, it is
+    named and counted, and it stays where it is (nothing is deleted).
+    """
+    import great_expectations as gx
+
+    files = sorted(collection.batches.glob("*.parquet")) if collection.batches.is_dir() else []
+    context = gx.get_context(mode="ephemeral")
+    definition = (context.data_sources.add_pandas("ldp").add_dataframe_asset(collection.name)
+                  .add_batch_definition_whole_dataframe("batch"))
+    suite = gx.ExpectationSuite(name=f"ldp-{collection.name}")
+    for expectation in _expectations(collection):
+        suite.add_expectation(expectation)
+    seen: dict[str, str] = {}
+    out: list[BatchCheck] = []
+    for path in files:
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowInvalid, OSError) as err:
+            out.append(BatchCheck(path.name, 0, [f"not a readable Parquet file ({type(err).__name__})"]))
+            continue
+        check = BatchCheck(path.name, table.num_rows)
+        frame = table.to_pandas()
+        result = definition.get_batch(batch_parameters={"dataframe": frame}).validate(
+            suite, result_format={"result_format": "BOOLEAN_ONLY"})
+        for outcome in result.results:
+            if not outcome.success:
+                check.problems.append(_rule(outcome.expectation_config.to_domain_obj()))
+        if check.accepted:
+            ids = table.column("report_id").cast(pa.string()).to_pylist()
+            again = next((seen[i] for i in ids if i in seen), None)
+            if again is not None:
+                check.problems.append(f"column 'report_id': report ids already used in batch {again}")
+            else:
+                seen.update(dict.fromkeys(ids, path.name))
+        out.append(check)
+    return out
+
+
+def _bits(table: pa.Table, width: int) -> np.ndarray:
+    joined = "".join(table.column("bits").cast(pa.string()).to_pylist()).encode("ascii")
+    return (np.frombuffer(joined, dtype=np.uint8) - ord("0")).reshape(-1, width)
+
+
+def aggregate(collection: Collection, accepted: list[str]) -> dict[str, Any]:
+    """Support counts (or RAPPOR's per-cohort bit counts) over the accepted batches."""
+    tables = [pq.read_table(collection.batches / name) for name in accepted]
+    n = sum(t.num_rows for t in tables)
+    if collection.protocol == "RAPPOR":
+        assert collection.rappor is not None
+        counts = np.zeros((collection.rappor.m, collection.rappor.k), dtype=np.int64)
+        per_cohort = np.zeros(collection.rappor.m, dtype=np.int64)
+        for t in tables:
+            c, m = cohort_counts(_bits(t, collection.rappor.k), t.column("cohort").to_numpy(), collection.rappor)
+            counts += c
+            per_cohort += m
+        return {"reports": n, "counts": counts, "per_cohort": per_cohort}
+    protocol = collection.randomizer()
+    support = np.zeros(collection.k, dtype=np.int64)
+    for t in tables:
+        if collection.protocol == "GRR":
+            support += protocol.support(t.column("value").to_numpy())  # type: ignore[arg-type]
+        elif collection.protocol == "OLH":
+            support += protocol.support((t.column("seed").to_numpy(), t.column("value").to_numpy()))  # type: ignore[arg-type]
+        else:
+            support += protocol.support(_bits(t, collection.k))  # type: ignore[arg-type]
+    return {"reports": n, "support": support}
+
+
+def estimates_table(collection: Collection, counts: dict[str, Any]) -> tuple[pa.Table, dict[str, Any]]:
+    """The published estimates (one row per value) and the decoding's summary."""
+    n = int(counts["reports"])
+    values = list(collection.values)
+    if collection.protocol == "RAPPOR":
+        assert collection.rappor is not None
+        decoded = decode(counts["counts"], counts["per_cohort"], values, collection.rappor)
+        table = pa.table({"value": values, "estimate": decoded.counts, "std": decoded.std,
+                          "p_value": decoded.p_values, "detected": list(decoded.detected),
+                          "share": decoded.counts / max(n, 1)})
+        return table, {"reports": n, "detected": int(sum(decoded.detected)), "explained_share": decoded.explained,
+                       "method": "non-negative Lasso selection, least squares weighted by the exact binomial "
+                                 "variances, one-sided z-tests with Holm's correction at family-wise level 0.05"}
+    protocol = collection.randomizer()
+    p, q = protocol.support_probabilities
+    result = estimate(counts["support"], n, p, q)
+    table = pa.table({"value": values, "estimate": result.counts, "std": result.std, "low95": result.low,
+                      "high95": result.high, "share": result.shares(),
+                      "consistent_estimate": consistent(result.counts, n)})
+    return table, {"reports": n, "method": "unbiased (C - n q*)/(p* - q*) with the exact plug-in variance; "
+                                          "consistent_estimate (non-negative, summing to n) is post-processing "
+                                          "published beside, never instead"}
+
+
+def write_outputs(collection: Collection, target: Path, table: pa.Table, summary: dict[str, Any],
+                  checks: list[BatchCheck]) -> None:
+    """estimates.parquet, estimates.csv, chart.png and audit.json into ``target`` (public; 0644)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    target.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, target / "estimates.parquet")
+    table.to_pandas().to_csv(target / "estimates.csv", index=False)
+    figure, axis = plt.subplots(figsize=(10, 4))
+    share = table.column("share").to_numpy()
+    low = table.column("low95").to_numpy() / max(summary["reports"], 1) if "low95" in table.column_names else None
+    axis.bar(range(len(share)), share, color="#4477aa")
+    if low is not None:
+        high = table.column("high95").to_numpy() / max(summary["reports"], 1)
+        axis.errorbar(range(len(share)), share, yerr=[share - low, high - share], fmt="none", color="black")
+    axis.set_xticks(range(len(share)), table.column("value").to_pylist(), rotation=90, fontsize=7)
+    axis.set_ylabel("estimated share of reports")
+    axis.set_title(f"{collection.name}: {collection.protocol}, {summary['reports']} reports (95 % intervals)")
+    figure.tight_layout()
+    figure.savefig(target / "chart.png", dpi=100, metadata={"Software": None})
+    plt.close(figure)
+    audit = {"format": "dprelease-ldp-audit/1", "collection": collection.name, "protocol": collection.protocol,
+             "parameters": collection.parameters(), "fingerprint": collection.fingerprint(),
+             "guarantee": collection.guarantee(), "estimation": summary,
+             "batches": {"accepted": [c.name for c in checks if c.accepted],
+                         "refused": {c.name: c.problems for c in checks if not c.accepted},
+                         "reports_used": sum(c.rows for c in checks if c.accepted),
+                         "reports_refused": sum(c.rows for c in checks if not c.accepted)}}
+    (target / "audit.json").write_text(json.dumps(audit, indent=2, default=float) + "\n", encoding="utf-8")
+    for path in target.iterdir():
+        os.chmod(path, 0o644)
+
+
+def refused_summary(checks: list[BatchCheck]) -> str:
+    """One line naming the refused batches and the first rule each broke."""
+    refused = [c for c in checks if not c.accepted]
+    return "; ".join(f"{c.name}: {c.problems[0]}" for c in refused)

@@ -1,0 +1,118 @@
+"""The ldp-collect flow: simulated batches of randomised reports decoded end to end; bad batches refused and counted."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from dp.local.bits import SeededBits
+from dp.local.simulate import STATES, population
+from flows.cli import main
+from schemas.ldp import CollectionError, encode_batch, load_collection
+
+pytestmark = pytest.mark.e2e
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ldp-covid"
+
+
+def _collection(tmp_path: Path, spec: str = "collection.yaml", people: int = 20_000, days: int = 2) -> Path:
+    folder = tmp_path / "ldp"
+    folder.mkdir(exist_ok=True)
+    shutil.copy(EXAMPLE / spec, folder / spec)
+    collection = load_collection(folder / spec)
+    collection.batches.mkdir(parents=True, exist_ok=True)
+    for day in range(days):
+        codes = population(people // days, seed=100 + day)
+        batch = encode_batch(collection, codes, SeededBits(200 + day), first_id=day * people, prefix="r")
+        pq.write_table(batch, collection.batches / f"day-{day + 1}.parquet")
+    return folder / spec
+
+
+@pytest.mark.parametrize("spec", ["collection.yaml", "rappor.yaml"])
+def test_a_collection_is_decoded_and_published_with_its_guarantee(prefect_harness, tmp_path, spec):
+    from flows.ldp_collect import ldp_collect
+
+    path = _collection(tmp_path, spec, people=40_000)
+    target = Path(ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=str(tmp_path / "reg.sqlite"),
+                              run_id="day2"))
+    assert {p.name for p in target.iterdir()} == {"estimates.parquet", "estimates.csv", "chart.png", "audit.json"}
+    audit = json.loads((target / "audit.json").read_text())
+    assert audit["batches"]["reports_used"] == 40_000 and audit["batches"]["refused"] == {}
+    estimates = pq.read_table(target / "estimates.parquet").to_pandas()
+    truth = np.bincount(np.concatenate([population(20_000, seed=100), population(20_000, seed=101)]),
+                        minlength=len(STATES))
+    if spec == "collection.yaml":
+        assert audit["guarantee"]["epsilon_per_report"] <= np.log(3)
+        z = (estimates["estimate"].to_numpy() - truth) / estimates["std"].to_numpy()
+        assert np.abs(z).max() < 4.5
+        covered = (estimates["low95"] <= truth) & (truth <= estimates["high95"])
+        assert covered.mean() > 0.8
+    else:
+        assert audit["guarantee"]["epsilon_one_report"] == pytest.approx(1.0743, abs=1e-3)
+        assert estimates["detected"].iloc[0] and audit["estimation"]["detected"] >= 3
+
+
+def test_bad_batches_are_refused_counted_and_left_in_place(prefect_harness, tmp_path):
+    from flows.ldp_collect import ldp_collect
+
+    path = _collection(tmp_path, people=10_000, days=2)
+    collection = load_collection(path)
+    good = pq.read_table(collection.batches / "day-1.parquet")
+    wrong = good.set_column(1, "params", pa.array(["0123456789abcdef"] * good.num_rows))
+    pq.write_table(wrong, collection.batches / "wrong-params.parquet")
+    bits = good.column("bits").to_pylist()
+    bits[3] = bits[3][:-1]
+    pq.write_table(good.set_column(good.column_names.index("bits"), "bits", pa.array(bits)),
+                   collection.batches / "short-vector.parquet")
+    ids = good.column("report_id").to_pylist()
+    ids[5] = ids[4]
+    pq.write_table(good.set_column(0, "report_id", pa.array(ids)).slice(0, 100), collection.batches / "dup-in.parquet")
+    pq.write_table(good.slice(0, 50), collection.batches / "dup-across.parquet")  # ids of day-1 again
+    pq.write_table(good.slice(0, 0), collection.batches / "empty.parquet")
+    (collection.batches / "junk.parquet").write_bytes(b"not parquet")
+    before = sorted(p.name for p in collection.batches.iterdir())
+    target = Path(ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=str(tmp_path / "reg.sqlite")))
+    audit = json.loads((target / "audit.json").read_text())
+    refused = audit["batches"]["refused"]
+    assert sorted(audit["batches"]["accepted"]) == ["day-1.parquet", "day-2.parquet"]
+    assert set(refused) == {"wrong-params.parquet", "short-vector.parquet", "dup-in.parquet", "dup-across.parquet",
+                            "empty.parquet", "junk.parquet"}
+    assert any("'params'" in p for p in refused["wrong-params.parquet"])
+    assert any("'bits'" in p for p in refused["short-vector.parquet"])
+    assert any("Unique" in p for p in refused["dup-in.parquet"])
+    assert any("already used in batch day-1.parquet" in p for p in refused["dup-across.parquet"])
+    assert any("RowCount" in p for p in refused["empty.parquet"])
+    assert audit["batches"]["reports_used"] == 10_000
+    assert sorted(p.name for p in collection.batches.iterdir()) == before  # nothing deleted or moved
+    assert load_collection(path).fingerprint() != "0123456789abcdef"
+
+
+def test_changed_parameters_and_no_accepted_batch_are_refused(prefect_harness, tmp_path):
+    from flows.ldp_collect import ldp_collect
+
+    path = _collection(tmp_path, people=2_000, days=1)
+    registry = str(tmp_path / "reg.sqlite")
+    ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=registry, run_id="first")
+    doc = yaml.safe_load(path.read_text())
+    doc["epsilon"] = 2.0
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(CollectionError, match="parameters are fixed"):
+        ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=registry, run_id="second")
+    doc["collection"] = "fresh-collection"
+    path.write_text(yaml.safe_dump(doc))  # a new collection at epsilon 2: the old batches carry another fingerprint
+    with pytest.raises(CollectionError, match=r"no batch .* was accepted"):
+        ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=registry, run_id="third")
+
+
+def test_a_bad_collection_spec_is_one_line_and_exit_2(tmp_path, capsys):
+    spec = tmp_path / "c.yaml"
+    spec.write_text("collection: x\nprotocol: OUE\nepsilon: '1'\nvalues: [a, b]\nbatches: r/\n")
+    assert main(["ldp-collect", str(spec)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "epsilon" in err[0] and "must be a number" in err[0]
