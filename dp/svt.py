@@ -258,7 +258,8 @@ class DiscoveredBounds:
 
 
 def svt_threshold(
-    query_scale: float, queries: int, *, cheap_widening: bool = False, away_from_origin: bool = False
+    query_scale: float, queries: int, *, cheap_widening: bool = False, away_from_origin: bool = False,
+    threshold_scale: float | None = None,
 ) -> int:
     """The public count threshold: the query noise's (1 - 1/m) quantile scale, at least 1.
 
@@ -282,10 +283,47 @@ def svt_threshold(
     (314, 453)
     >>> svt_threshold(100.0, 23, cheap_widening=True)
     100
+
+    With ``threshold_scale`` (the monotone scan, whose two noises have one scale) the quantile is that of
+    the difference of the two noises, at the same spurious-firing rates:
+
+    >>> svt_threshold(50.0, 23, threshold_scale=50.0)
+    214
+    >>> svt_threshold(50.0, 23, away_from_origin=True, threshold_scale=50.0)
+    295
     """
+    if threshold_scale is not None:
+        return _threshold_for_both_noises(query_scale, threshold_scale, queries, cheap_widening=cheap_widening,
+                                          away_from_origin=away_from_origin)
     if cheap_widening:
         return max(1, math.ceil(query_scale))
     return max(1, math.ceil(query_scale * math.log(max(2, queries) * (4 if away_from_origin else 1))))
+
+
+def _difference_tail(x: float, query_scale: float, threshold_scale: float) -> float:
+    """P(Z_q − Z_t > x) for independent Laplace noises of the two scales, x >= 0."""
+    a, b = query_scale, threshold_scale
+    if math.isclose(a, b, rel_tol=1e-9):
+        return math.exp(-x / a) * (2 + x / a) / 4
+    return (a * a * math.exp(-x / a) - b * b * math.exp(-x / b)) / (2 * (a * a - b * b))
+
+
+def _threshold_for_both_noises(query_scale: float, threshold_scale: float, queries: int, *,
+                               cheap_widening: bool, away_from_origin: bool) -> int:
+    """The threshold at which an empty candidate fires spuriously with probability about 1/(2m).
+
+    1/(8m) away from the origin; counting both the query's and the threshold's noise (the monotone scan,
+    where the two have the same scale, so the threshold's noise cannot be left out); one noise scale with
+    cheap widening.
+    """
+    if cheap_widening:
+        return max(1, math.ceil(max(query_scale, threshold_scale)))
+    target = 1 / (2 * max(2, queries) * (4 if away_from_origin else 1))
+    low, high = 0.0, 64 * max(query_scale, threshold_scale)
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _difference_tail(middle, query_scale, threshold_scale) > target else (low, middle)
+    return max(1, math.ceil(high))
 
 
 def discover_bounds(
@@ -324,7 +362,8 @@ def discover_bounds(
     # The grid's origin is 0 when the range holds it, else its end nearer 0 (geometric_grid): a side
     # whose candidates run away from it doubles the range with each spurious step.
     lower_threshold, upper_threshold = (
-        svt_threshold(mechanism.query_scale(), len(grid), cheap_widening=cheap_widening, away_from_origin=away)
+        svt_threshold(mechanism.query_scale(), len(grid), cheap_widening=cheap_widening, away_from_origin=away,
+                      threshold_scale=mechanism.threshold_scale())
         for away in (grid[0] < 0, grid[-1] > 0)
     )
 

@@ -84,10 +84,12 @@ def test_discovery_charges_two_runs_and_finds_bounds(tmp_path):
 
 
 def test_cheap_widening_lowers_the_threshold_so_a_thin_tail_is_not_clamped(tmp_path):
-    # A log-binned column with a thin tail (600 rows above 4096, 10 far out): the default upper threshold
-    # (query scale 4 x ln 88 = 18 rows) is reached only inside the bulk of the tail; the cheap-widening
-    # one (4 rows) already at the 10 far rows.
-    assert svt_threshold(4.0, 22, away_from_origin=True) == 18 and svt_threshold(4.0, 22, cheap_widening=True) == 4
+    # A log-binned column with a thin tail (600 rows above 4096, 10 far out): the monotone scan's noises both
+    # have scale 2 at epsilon 1; its default upper threshold (an empty candidate fires with probability
+    # 1/(8m) under both noises: 12 rows) is reached only inside the bulk of the tail; the cheap-widening one
+    # (one noise scale: 2 rows) already at the 10 far rows.
+    assert svt_threshold(2.0, 22, away_from_origin=True, threshold_scale=2.0) == 12
+    assert svt_threshold(2.0, 22, cheap_widening=True, threshold_scale=2.0) == 2
     values = np.concatenate([np.zeros(5000), np.full(600, 5000.0), np.full(10, 100000.0)])
     grid = geometric_grid(0, 2**20)
     found = []
@@ -102,10 +104,13 @@ def test_cheap_widening_lowers_the_threshold_so_a_thin_tail_is_not_clamped(tmp_p
 
 def test_the_upper_scan_of_a_non_negative_range_needs_more_rows_to_fire(tmp_path):
     # Upper candidates of [0, 2^20] double, so a spurious early stop doubles the range: that scan's
-    # threshold is the query scale x ln(4m) (18 rows here: scale 4, m = 22) rather than ln(m) (13 rows);
-    # the lower scan, towards the origin, keeps ln(m). 15 rows at 100000 no longer hold the upper bound up.
-    assert svt_threshold(4.0, 22) == 13 and svt_threshold(4.0, 22, away_from_origin=True) == 18
-    values = np.concatenate([np.full(5000, 3000.0), np.full(15, 100000.0)])
+    # threshold targets a 1/(8m) spurious rate (12 rows here: both noises of scale 2, m = 22) rather than
+    # 1/(2m) (9 rows); the lower scan, towards the origin, keeps 1/(2m). 10 rows at 100000 no longer hold
+    # the upper bound up (they would at 9).
+    assert svt_threshold(2.0, 22, threshold_scale=2.0) == 9
+    assert svt_threshold(2.0, 22, away_from_origin=True, threshold_scale=2.0) == 12
+    assert svt_threshold(4.0, 22) == 13 and svt_threshold(4.0, 22, away_from_origin=True) == 18  # general AT
+    values = np.concatenate([np.full(5000, 3000.0), np.full(10, 100000.0)])
     grid = geometric_grid(0, 2**20)
     cm, context = _context(tmp_path, SpyNoise())  # no noise: the thresholds decide
     found = discover_bounds("w", tail_counts(values, grid), grid, PureBudget(Fraction(1)), context, sensitivity=1)

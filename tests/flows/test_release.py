@@ -104,9 +104,12 @@ def test_audit_lists_every_measurement_and_composes_exactly(adult_release):
     spec = load_spec(spec_path)
     audit = json.loads((target / "audit.json").read_text())
     measurements = audit["measurements"]
-    # 1-way, two SVT runs per column, 13 tree rounds and 12 second parents (the private structure),
+    # 1-way, two SVT runs per column, 13 tree rounds and up to 12 second parents (the private structure;
+    # a column whose tree parent shares a clique with one column only has a single candidate: not run),
     # 13 cliques, and the two levels of the region > native-country hierarchy
-    assert len(measurements) == 14 + 2 * 3 + 13 + 12 + 13 + 2
+    run = audit["private_choices"]["junction_tree"]["second_parent_selections"]["run"]
+    skipped = audit["private_choices"]["junction_tree"]["second_parent_selections"]["skipped_single_candidate"]
+    assert run + skipped <= 12 and len(measurements) == 14 + 2 * 3 + 13 + run + 13 + 2
     for m in measurements:
         assert m["mechanism"] and m["sensitivity"] and m["scale"] > 0
         assert Fraction(m["booked"]["rho"]["exact"]) > 0
@@ -244,7 +247,9 @@ def test_a_failing_stage_publishes_nothing_and_keeps_drawn_charges(prefect_harne
     assert not dataset_dir.exists() or list(dataset_dir.iterdir()) == []
     with Ledger.open(ledger) as book:
         assert book.release_status("broken") == "failed"
-        assert len(book.charges(release_id="broken")) == 14 + 6 + 25 + 13 + 2  # drawn, never refunded
+        charges = book.charges(release_id="broken")  # drawn, never refunded
+        second = sum(1 for c in charges if c.query.startswith("second parent of "))
+        assert 9 <= second <= 12 and len(charges) == 14 + 6 + 13 + second + 13 + 2
         assert book.status("us-cps-1994-adult").reserved == 0
 
 
@@ -279,7 +284,8 @@ def test_prefect_artifacts_hold_the_public_budget_table_and_the_location(adult_r
     assert "stage cliques" in stages and [r["budget"] for r in rows[:len(stages)]] == stages
     assert set(by_name) >= {"this release (booked)", "lifetime cap", "lifetime remaining after"}
     assert by_name["this release (booked)"]["rho"] == pytest.approx(audit["budget"]["booked"]["value"])
-    assert by_name["this release (booked)"]["epsilon"] == pytest.approx(1.0, abs=1e-6)  # the spec's epsilon = 1
+    # at most the spec's epsilon = 1 (a skipped single-candidate selection leaves a little unspent)
+    assert 0.99 < by_name["this release (booked)"]["epsilon"] <= 1.0 + 1e-12
     assert by_name["lifetime remaining after"]["rho"] == pytest.approx(audit["lifetime"]["remaining_after"]["value"])
     location = mine["release-us-cps-1994-adult"]
     assert location.type == "markdown" and f"`{target.resolve()}`" in str(location.data)
