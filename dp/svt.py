@@ -313,12 +313,15 @@ def _threshold_for_both_noises(query_scale: float, threshold_scale: float, queri
     """The threshold at which an empty candidate fires spuriously with probability about 1/(2m).
 
     1/(8m) away from the origin; counting both the query's and the threshold's noise (the monotone scan,
-    where the two have the same scale, so the threshold's noise cannot be left out); one noise scale with
-    cheap widening.
+    where the two have the same scale, so the threshold's noise cannot be left out). With cheap widening,
+    the spurious rate of the general scan's cheap threshold.
     """
     if cheap_widening:
-        return max(1, math.ceil(max(query_scale, threshold_scale)))
-    target = 1 / (2 * max(2, queries) * (4 if away_from_origin else 1))
+        # The general scan's cheap threshold is one query scale (4Δ/ε against threshold noise 2Δ/ε): keep
+        # its per-candidate spurious rate, P(Z_q − Z_t > 4Δ/ε) ≈ 0.223, under the monotone scan's noises.
+        target = _difference_tail(2.0, 2.0, 1.0)
+    else:
+        target = 1 / (2 * max(2, queries) * (4 if away_from_origin else 1))
     low, high = 0.0, 64 * max(query_scale, threshold_scale)
     for _ in range(100):
         middle = (low + high) / 2
