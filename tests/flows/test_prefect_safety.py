@@ -113,7 +113,7 @@ def test_the_walk_catches_an_unmarked_raw_data_task_and_unsafe_settings():
 
 CANARY_TEXT = "CANARY_pfx_Hq8Zr2"  # an unknown occupation: validation flags it, the row is dropped
 CANARY_AGE = 918273645  # far outside age's public bounds [17, 90]: validation flags it, it is clamped
-CANARY_GAIN = 987654321  # capital-gain (no public bounds): beyond the search range, clamped
+CANARY_GAIN = 2**53 + 1  # capital-gain (no public bounds): the outlier of issue 11, beyond the search range, clamped
 CANARY_BAD_TYPE = "CANARY_type_Wm4Kx"  # in a column of the wrong type: the release stops before any noise
 CANARY_LIBRARY = "CANARY_lib_Zx81Qp"  # carried by a library exception raised inside each raw-data stage
 LIBRARY_STAGES = ("inspect", "validate", "bounds", "measure", "evaluate", "publish", "check")
