@@ -18,6 +18,8 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
+from dp.postprocess import project_simplex
+
 FloatArray = npt.NDArray[np.float64]
 
 Z95 = 1.959963984540054
@@ -67,12 +69,4 @@ def consistent(counts: npt.ArrayLike, n: int) -> FloatArray:
 
     Published beside the unbiased estimates, never instead: it is biased.
     """
-    v = np.asarray(counts, dtype=np.float64)
-    if n <= 0 or v.size == 0:
-        return np.zeros_like(v)
-    ordered = np.sort(v)[::-1]
-    cumulative = np.cumsum(ordered) - n
-    index = np.arange(1, v.size + 1)
-    rho = int(np.nonzero(ordered - cumulative / index > 0)[0][-1])
-    theta = cumulative[rho] / (rho + 1)
-    return np.asarray(np.maximum(v - theta, 0.0), dtype=np.float64)
+    return project_simplex(np.asarray(counts, dtype=np.float64), float(n))

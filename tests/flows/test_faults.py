@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import collections
 import os
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from dp.accounting import FAULT_ENV, Ledger
 from tasks.staging import verify_release
+from tests.examples import adult_example
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,13 +33,7 @@ STAGES = ["plan_budget", "inspect_table", "validate_table", "discover_bounds", "
 
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
-    folder = tmp_path / "example"
-    folder.mkdir()
-    for name in ("schema.yaml", "adult.parquet"):
-        shutil.copy(ADULT / name, folder / name)
-    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
-    (folder / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
-    return folder / "release.yaml"
+    return adult_example(tmp_path)
 
 
 def _release(tmp_path: Path, spec: Path, rid: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:

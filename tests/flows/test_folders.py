@@ -9,7 +9,6 @@ import stat
 from pathlib import Path
 
 import pytest
-import yaml
 
 from flows.cli import main
 from schemas.identifiers import FolderError, IdentifierError, check_identifier, inside
@@ -17,23 +16,13 @@ from schemas.model import SchemaError, load_spec
 from tasks.ingest import InputError
 from tasks.preflight import check_steward_root
 from tasks.staging import STAGING_RECORD, create_staging, create_steward, manifest_seal, verify_release
+from tests.examples import adult_example
 from tests.steward import steward_of
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 DATASET = "us-cps-1994-adult"
 HOSTILE_IDS = ["../../good1", "../../../../../../../x/victim", ".staging-foo", "/tmp/abs", "a/b", "id\nnext", "..",
                ".", "", "-rf", "x" * 129, "a b", "caf\u00e9"]
-
-
-def _example(tmp_path: Path, **changes: object) -> Path:
-    folder = tmp_path / "example"
-    folder.mkdir()
-    for name in ("schema.yaml", "adult.parquet"):
-        shutil.copy(ADULT / name, folder / name)
-    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
-    doc.update(changes)
-    (folder / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
-    return folder / "release.yaml"
 
 
 @pytest.mark.parametrize("rid", HOSTILE_IDS)
@@ -51,7 +40,7 @@ def test_ordinary_ids_are_identifiers(rid):
 
 @pytest.mark.parametrize("rid", ["../../good1", "/tmp/abs", "a/b", "id\nnext", ".staging-foo"])
 def test_the_command_refuses_a_hostile_id_before_anything_starts(tmp_path, capsys, rid):
-    spec = _example(tmp_path)
+    spec = adult_example(tmp_path)
     (tmp_path / "out" / DATASET / "good1").mkdir(parents=True)
     (tmp_path / "out" / DATASET / "good1" / "keep.txt").write_text("published")
     before = sorted(str(p) for p in tmp_path.rglob("*"))
@@ -67,7 +56,7 @@ def test_the_command_refuses_a_hostile_id_before_anything_starts(tmp_path, capsy
 def test_the_flow_refuses_a_hostile_id_before_the_ledger(prefect_harness, tmp_path, rid):
     from flows.release import release
 
-    spec = _example(tmp_path)
+    spec = adult_example(tmp_path)
     with pytest.raises(IdentifierError):
         release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id=rid)
     assert not (tmp_path / "l.sqlite").exists() and not (tmp_path / "out").exists()
@@ -75,7 +64,7 @@ def test_the_flow_refuses_a_hostile_id_before_the_ledger(prefect_harness, tmp_pa
 
 def test_a_dataset_name_with_a_newline_is_refused(tmp_path):
     with pytest.raises(SchemaError, match="dataset"):
-        load_spec(_example(tmp_path, dataset="adult\n"))
+        load_spec(adult_example(tmp_path, dataset="adult\n"))
 
 
 def test_paths_stay_inside_their_root(tmp_path):
@@ -152,7 +141,7 @@ def test_a_release_under_umask_0_keeps_public_and_steward_modes_and_reclaims_its
 ):
     from flows.release import release
 
-    spec = _example(tmp_path)
+    spec = adult_example(tmp_path)
     out, internal = tmp_path / "out", tmp_path / "steward-root"
     # What a killed run of this release left: its steward record and a half-written staging folder.
     steward = create_steward(internal / DATASET / "r-umask")

@@ -7,32 +7,20 @@ run; the ledger refuses it, and its ``on_failure`` hook pauses the deployment's 
 
 from __future__ import annotations
 
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import yaml
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import DeploymentScheduleCreate
 from prefect.client.schemas.schedules import IntervalSchedule
 from prefect.flow_engine import run_flow
 
 from dp.errors import BudgetExceededError
+from tests.examples import adult_example
 
 pytestmark = pytest.mark.e2e
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
-
-
-def _spec(tmp_path: Path, **changes: object) -> Path:
-    folder = tmp_path / "example"
-    folder.mkdir()
-    for name in ("schema.yaml", "adult.parquet"):
-        shutil.copy(ADULT / name, folder / name)
-    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
-    doc.update(changes)
-    (folder / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
-    return folder / "release.yaml"
 
 
 def _deployment(name: str) -> tuple[object, object]:
@@ -54,7 +42,7 @@ def test_a_budget_refusal_pauses_the_deployments_schedules(prefect_harness, tmp_
     from flows.release import release
 
     # A lifetime budget that admits one release like this one: the first spends it, the second is refused.
-    spec = _spec(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9}, release_cap=None)
+    spec = adult_example(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9}, release_cap=None)
     common = {"spec": str(spec), "out": str(tmp_path / "out"), "ledger": str(tmp_path / "ledger.sqlite")}
     release(**common, release_id="first")
     deployment_id, flow_run = _deployment("refused-schedule")
@@ -70,7 +58,7 @@ def test_a_budget_refusal_pauses_the_deployments_schedules(prefect_harness, tmp_
 def test_other_failures_leave_the_schedules_alone(prefect_harness, tmp_path):
     from flows.release import release
 
-    spec = _spec(tmp_path)
+    spec = adult_example(tmp_path)
     (spec.parent / "adult.parquet").write_bytes(b"not parquet")  # an input error, not a budget refusal
     deployment_id, flow_run = _deployment("input-error-schedule")
     parameters = {"spec": str(spec), "out": str(tmp_path / "out"), "ledger": str(tmp_path / "ledger.sqlite"),
