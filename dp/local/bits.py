@@ -50,7 +50,7 @@ class SeededBits:
     """A seeded generator with the same interface: for tests and simulations only, never for people's data."""
 
     def __init__(self, seed: int) -> None:
-        self._rng = np.random.default_rng(seed)
+        self._rng = np.random.default_rng(seed)  # evaluation only: tests and simulations, never real reports
 
     def below(self, n: int, size: int) -> IntArray:
         """``size`` independent integers uniform on ``[0, n)``."""

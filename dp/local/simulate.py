@@ -28,5 +28,5 @@ def zipf_weights(k: int = len(STATES), exponent: float = 1.1) -> npt.NDArray[np.
 
 def population(n: int, seed: int, k: int = len(STATES), exponent: float = 1.1) -> npt.NDArray[np.int64]:
     """The state codes (in [0, k)) of n people drawn from the Zipf weights (simulation only)."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # evaluation only: simulated people, never anyone's data
     return np.asarray(rng.choice(k, size=n, p=zipf_weights(k, exponent)), dtype=np.int64)
