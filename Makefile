@@ -1,5 +1,5 @@
 # The two commands of the README. Both set up .venv on first use (scripts/bootstrap.sh).
-.PHONY: example ldp-example test lint bootstrap clean
+.PHONY: example acs-example ldp-example test lint bootstrap clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -7,6 +7,10 @@ bootstrap:
 ## Run the bundled differentially private release of the Adult table and print where it went.
 example: bootstrap
 	@.venv/bin/dprelease release examples/adult/release.yaml --out releases
+
+## A release of the ACS 2019 Massachusetts excerpt (schema written from its public data dictionary).
+acs-example: bootstrap
+	@.venv/bin/dprelease release examples/acs-ma2019/release.yaml --out releases
 
 ## Simulate three days of locally randomised reports and decode them (OUE and RAPPOR).
 ldp-example: bootstrap
