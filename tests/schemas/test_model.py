@@ -319,3 +319,15 @@ def test_cliques_spec_errors(tmp_path, changes, message):
 def test_root_and_bins_apply_to_cliques_only(tmp_path):
     with pytest.raises(SchemaError, match=re.escape("root: applies to cliques: auto only")):
         load_spec(_spec(tmp_path, root="age"))
+
+
+def test_the_acs_example_schema_loads_plans_and_matches_its_file():
+    from schemas.plan import plan_release
+    from tasks.ingest import check_structure
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "acs-ma2019"
+    spec = load_spec(example / "release.yaml")
+    assert len(spec.schema.columns) == 24 and spec.schema.hierarchies[0].column == "PUMA"
+    assert check_structure(spec.data, spec.schema) == []
+    plan = plan_release(spec, "r", 0)
+    assert plan.cliques is not None and plan.total.amount > 0
