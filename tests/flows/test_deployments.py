@@ -198,6 +198,7 @@ def test_deployments_are_registered_as_declared(stack):
         assert deployment["enforce_parameter_schema"] is True
         env = deployment["job_variables"]["env"]  # the DP-safe defaults reach worker-started runs
         assert env["PREFECT_TASKS_DEFAULT_NO_CACHE"] == "true" and env["PREFECT_RESULTS_PERSIST_BY_DEFAULT"] == "false"
+        assert env["PREFECT_LOCAL_STORAGE_PATH"] == ".dprelease/prefect-storage"  # steward-only, not ~/.prefect
         # Machine-independent: the working directory comes from the worker's environment at run time.
         assert deployment["pull_steps"] == [
             {"prefect.deployments.steps.set_working_directory": {"directory": "{{ $PROJECT_DIR }}"}}]
