@@ -141,6 +141,11 @@ def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:
             raise InputError(f"{file.name}: a row group cannot be read ({type(err).__name__})") from None
 
 
+def table_rows(path: Path) -> int:
+    """The dataset's row count from the Parquet footers (used only to decide where to count, never released)."""
+    return sum(open_parquet(file).metadata.num_rows for file in parquet_files(path))
+
+
 def batch_count(path: Path) -> int:
     """How many tables :func:`row_groups` yields for the dataset (for progress counters)."""
     total = 0

@@ -79,8 +79,11 @@ def test_the_map_on_the_cluster_gives_the_in_process_exact_counts(prefect_harnes
     assert remote_handling == local_handling and remote_handling.rows_in == 32561
 
 
-def test_a_release_with_the_cli_dask_option_completes(prefect_harness, cluster, example, tmp_path, capsys):
+def test_a_release_with_the_cli_dask_option_completes(prefect_harness, cluster, example, tmp_path, capsys,
+                                                     monkeypatch):
     from flows.cli import main
+
+    monkeypatch.setattr("tasks.measure.DASK_MIN_ROWS", 0)  # Adult is small: count it on the cluster anyway
 
     ledger = tmp_path / "ledger.sqlite"
     with distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
@@ -138,3 +141,15 @@ def test_a_failure_on_a_worker_comes_back_message_free(cluster, tmp_path):
         assert frames and "CANARY" not in frames
     assert "count_row_groups" in str(info.value) and "ArrowInvalid" in str(info.value)
     assert "CANARY" not in repr(info.value) and info.value.__cause__ is None and info.value.__context__ is None
+
+
+def test_a_small_table_is_counted_in_process_even_with_a_scheduler(prefect_harness, cluster, example, tmp_path,
+                                                                   capsys, caplog):
+    from flows.cli import main
+
+    with distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
+        code = main(["release", str(example), "--out", str(tmp_path / "out"), "--ledger", str(tmp_path / "l.sqlite"),
+                     "--release-id", "r-small", "--dask", cluster.scheduler_address])
+    assert code == 0, capsys.readouterr().err
+    assert len(stream.data) == 0  # nothing ran on the cluster
+    assert "counting in process: the table is below" in caplog.text
