@@ -3,7 +3,8 @@
 BENCHMARK ONLY: simulated people (``dp.local.simulate``), seeded sources for reproducibility. Nothing here
 is a release.
 
-Run:  .venv/bin/python benchmarks/ldp_protocols.py [--n 100000] [--reps 20] [--out benchmarks/results/ldp_protocols.json]
+Run:  .venv/bin/python benchmarks/ldp_protocols.py [--n 100000] [--reps 20]
+          [--out benchmarks/results/ldp_protocols.json]
 
 1. GRR, SUE, OUE and OLH on the Zipf(1.1) 26-state population at ε = ln 3: mean squared error of the
    count estimates over ``--reps`` runs against the exact variance (Wang et al. 2017 with the c_v term),
@@ -111,7 +112,8 @@ def main() -> None:
         print(f"{row['protocol']:4s} eps {row['epsilon']:.4f}: MSE/exact variance {row['ratio']:.3f}, "
               f"MSE of shares {row['mse_shares']:.3g}, {row['seconds_per_run']:.3f} s per run")
     for row in result["rappor"]:
-        print(f"RAPPOR n={row['n']:>9,}: states {row['states_detected']:.2f}/26, decoys {row['decoy_false_positives']:.2f}"
+        print(f"RAPPOR n={row['n']:>9,}: states {row['states_detected']:.2f}/26, "
+              f"decoys {row['decoy_false_positives']:.2f}"
               f" (2-sd rule {row['two_sd_rule_states']:.2f}, {row['two_sd_rule_false_positives']:.2f}), "
               f"explained {row['explained']:.3f}, decode {row['decode_seconds']:.2f} s")
     c = result["central_vs_local"]
