@@ -158,23 +158,31 @@ def _quiet_prefect_console() -> None:
 def cmd_release(args: argparse.Namespace) -> int:
     """Run the release flow on the embedded Prefect API.
 
-    The preflight (spec, schema, data files, folders, ledger, Dask scheduler) runs first, before
-    Prefect's API starts: a mistake it can catch costs no budget and takes seconds.
+    The embedded API is spawned first and boots while the preflight (spec, schema, data files, folders,
+    ledger, Dask scheduler) runs: a mistake the preflight catches stops it, costs no budget and takes
+    seconds.
     """
-    from tasks.preflight import preflight
-
-    ledger = _default_ledger(args.ledger)
-    spec = preflight(args.spec, args.out, ledger, args.dask, args.release_id, args.internal)
+    from flows.settings import spawn_embedded_server
 
     started = time.monotonic()
+    server = spawn_embedded_server()  # boots while the inputs are checked and the stages imported
+    try:
+        from tasks.preflight import preflight
+
+        ledger = _default_ledger(args.ledger)
+        spec = preflight(args.spec, args.out, ledger, args.dask, args.release_id, args.internal)
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
     preload = _preload()
     try:
         from flows.release import release
-        from flows.settings import start_embedded_server
 
         if not args.debug:
             _quiet_prefect_console()
-        start_embedded_server()
+        if server is not None:
+            server.wait()
         target = release(spec=args.spec, out=args.out, ledger=ledger, release_id=args.release_id, dask=args.dask,
                          internal=args.internal)
     finally:
@@ -307,15 +315,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_ldp_collect(args: argparse.Namespace) -> int:
     """Run the ldp-collect flow on the embedded Prefect API; print where the estimates went."""
+    from flows.settings import spawn_embedded_server
     from schemas.ldp import load_collection
 
-    collection = load_collection(args.spec)  # a bad spec is one line before Prefect starts
+    server = spawn_embedded_server()
+    try:
+        collection = load_collection(args.spec)  # a bad spec is one line, and stops the server
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
     from flows.ldp_collect import ldp_collect
-    from flows.settings import start_embedded_server
 
     if not args.debug:
         _quiet_prefect_console()
-    start_embedded_server()
+    if server is not None:
+        server.wait()
     registry = args.registry or str(state_dir() / "ldp.sqlite")
     target = ldp_collect(spec=args.spec, out=args.out, registry=registry, run_id=args.run_id)
     audit = json.loads((Path(target) / "audit.json").read_text(encoding="utf-8"))
