@@ -257,8 +257,9 @@ def _gower_columns(real: pa.Table, synthetic: pa.Table, names: Sequence[str]) ->
             finite = r[np.isfinite(r)]
             low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
             if high > low:
-                rv = np.clip((r - low) / (high - low), 0.0, 1.0)  # NaN stays NaN; +-inf is clamped
-                sv = np.clip((s - low) / (high - low), 0.0, 1.0)
+                with np.errstate(over="ignore", invalid="ignore"):  # a subnormal range overflows: clamped
+                    rv = np.clip((r - low) / (high - low), 0.0, 1.0)  # NaN stays NaN; +-inf is clamped
+                    sv = np.clip((s - low) / (high - low), 0.0, 1.0)
                 rnull, snull = np.isnan(rv), np.isnan(sv)
                 if rnull.any() or snull.any():
                     for v, null, out in ((rv, rnull, real_features), (sv, snull, syn_features)):

@@ -381,3 +381,11 @@ def test_the_prefilter_of_exact_matching_keeps_every_possible_match():
     assert exact_match_share(real.to_batches(max_chunksize=1), synthetic, ["a", "s", "f"]) == pytest.approx(2 / 3)
     other_type = synthetic.set_column(0, "a", pa.array([1, None, 9], pa.int32()))
     assert _possible_matches(real, other_type, ["a"], {}).num_rows == 4  # types differ: no filter on `a`
+
+
+def test_a_subnormal_range_does_not_overflow():
+    """Hypothesis found it: a real range of 2.2e-313 made the scaling overflow (an error under -W error)."""
+    real = pa.table({"f": pa.array([None, None, 0.0, 2.2250738585e-313])})
+    synthetic = pa.table({"f": pa.array([None, 1.0])})
+    report = closest_record_distances(real, synthetic, ["f"])
+    assert 0.0 <= report.synthetic_median <= 1.0 and 0.0 <= report.real_median <= 1.0
