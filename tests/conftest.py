@@ -20,8 +20,11 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 # A shared 2-core machine can make example generation slow: that is not a failure of the code under test.
-settings.register_profile("dprelease", suppress_health_check=[HealthCheck.too_slow], deadline=None)
-settings.load_profile("dprelease")
+# Examples are derandomized so that a CI run is reproducible; HYPOTHESIS_PROFILE=explore draws fresh ones.
+settings.register_profile("dprelease", suppress_health_check=[HealthCheck.too_slow], deadline=None,
+                          derandomize=True)
+settings.register_profile("explore", suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dprelease"))
 
 ROOT = Path(__file__).resolve().parents[1]
 ADULT = ROOT / "examples" / "adult"
