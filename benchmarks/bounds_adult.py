@@ -48,10 +48,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp.accounting import Ledger, ReleaseContext  # noqa: E402
-from dp.budget import PureBudget  # noqa: E402
-from dp.random import IntArray  # noqa: E402
-from dp.svt import (  # noqa: E402
+from dprelease.dp.accounting import Ledger, ReleaseContext  # noqa: E402
+from dprelease.dp.budget import PureBudget  # noqa: E402
+from dprelease.dp.random import IntArray  # noqa: E402
+from dprelease.dp.svt import (  # noqa: E402
     MonotoneAboveThreshold,
     discover_bounds,
     geometric_grid,

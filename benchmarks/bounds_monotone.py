@@ -14,11 +14,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import numpy as np, pyarrow.parquet as pq, yaml
 from fractions import Fraction
-from dp.svt import geometric_grid, tail_counts, svt_threshold, MonotoneAboveThreshold, AboveThreshold
-from dp.budget import PureBudget
+
+import numpy as np
+import pyarrow.parquet as pq
+import yaml
+
+from dprelease.dp.budget import PureBudget
+from dprelease.dp.svt import AboveThreshold, MonotoneAboveThreshold, geometric_grid, svt_threshold, tail_counts
 from tests.noise import SeededNoise
+
 t=pq.read_table(Path(__file__).resolve().parents[1] / 'examples/adult/adult.parquet')
 schema=yaml.safe_load(open(Path(__file__).resolve().parents[1] / 'examples/adult/schema.yaml'))
 eps=Fraction(158,10000); R=400

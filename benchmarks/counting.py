@@ -6,7 +6,7 @@ temporary folder (never to the repository); the counts are exact and never leave
 Run:  .venv/bin/python benchmarks/counting.py [--rows 1000000 10000000] [--repeats 3]
       [--row-group 1000000] [--out benchmarks/results/counting.json]
 
-Domains are built from ``examples/adult/schema.yaml`` with ``schemas.encoding.column_domain`` and
+Domains are built from ``examples/adult/schema.yaml`` with ``dprelease.schemas.encoding.column_domain`` and
 the row-level rules with ``rules_for``, as the release does. The three columns without public
 bounds (fnlwgt, capital-gain, capital-loss) take their schema ``search_range`` as bounds (the
 release uses SVT-discovered ones). ``education-num`` is derived in a release (it costs no budget),
@@ -16,10 +16,10 @@ but it is counted here too, so the workload is that of the issue: all 15 one-way
 For each size, each measurement runs in a fresh Python process (so its peak RSS is its own) and is
 repeated ``--repeats`` times, the two alternating; the fastest run of each is reported:
 
-- ``production``: ``dp.marginals.count_all(tasks.ingest.row_groups(...), domains, rules, workload)``,
+- ``production``: ``dprelease.dp.marginals.count_all(dprelease.tasks.ingest.row_groups(...), domains, rules, workload)``,
   the map-reduce of the release's ``measure_marginals`` task;
 - ``floor``: the same reader (``row_groups``), the same encoding done once per row group
-  (``dp.marginals.encode_table``), then a plain ``np.bincount(code, minlength=size)`` per column and
+  (``dprelease.dp.marginals.encode_table``), then a plain ``np.bincount(code, minlength=size)`` per column and
   ``np.bincount(a * size_b + b, minlength=size_a * size_b)`` per pair over those codes, summed over
   row groups. Its time is split into reading, encoding and counting.
 
@@ -49,9 +49,9 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp.marginals import ColumnDomain, ColumnRule, count_all, encode_table  # noqa: E402
-from schemas.encoding import column_domain, rules_for  # noqa: E402
-from schemas.model import load_schema  # noqa: E402
+from dprelease.dp.marginals import ColumnDomain, ColumnRule, count_all, encode_table  # noqa: E402
+from dprelease.schemas.encoding import column_domain, rules_for  # noqa: E402
+from dprelease.schemas.model import load_schema  # noqa: E402
 
 ADULT = ROOT / "examples" / "adult"
 SEED = 20260522
@@ -95,7 +95,7 @@ def digest(totals: dict[tuple[str, ...], np.ndarray], order: list[tuple[str, ...
 
 def run_production(path: Path) -> dict[str, Any]:
     """The release's map-reduce over row groups."""
-    from tasks.ingest import row_groups
+    from dprelease.tasks.ingest import row_groups
 
     domains, rules = adult_domains()
     order = workload(domains)
@@ -107,7 +107,7 @@ def run_production(path: Path) -> dict[str, Any]:
 
 def run_floor(path: Path) -> dict[str, Any]:
     """Same reader and encoding, then a plain ``np.bincount`` per marginal over the codes."""
-    from tasks.ingest import row_groups
+    from dprelease.tasks.ingest import row_groups
 
     domains, rules = adult_domains()
     order = workload(domains)
@@ -145,7 +145,7 @@ def run_floor(path: Path) -> dict[str, Any]:
 
 def child(mode: str, path: Path) -> None:
     """One measurement in this (fresh) process; prints its result and peak RSS as JSON."""
-    import tasks.ingest  # noqa: F401  (Prefect and friends: counted in the baseline, not the measurement)
+    import dprelease.tasks.ingest  # noqa: F401  (Prefect and friends: counted in the baseline, not the measurement)
 
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result = run_production(path) if mode == "production" else run_floor(path)

@@ -44,7 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp.hierarchy import Hierarchy, least_squares, make_consistent, nonnegative, round_consistent  # noqa: E402
+from dprelease.dp.hierarchy import Hierarchy, least_squares, make_consistent, nonnegative, round_consistent  # noqa: E402
 
 TREES = {"geography": [5, 20, 10], "tree_10k": [10, 10, 10, 10]}
 LEVEL_NAMES = {"geography": ["nation", "state", "county", "tract"]}

@@ -31,11 +31,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dp.local.bits import SeededBits  # noqa: E402
-from dp.local.estimators import estimate, exact_variance  # noqa: E402
-from dp.local.randomizers import GRR, OLH, OUE, SUE  # noqa: E402
-from dp.local.rappor import RapporParams, cohort_counts, decode, encode_once  # noqa: E402
-from dp.local.simulate import DECOYS, STATES, population  # noqa: E402
+from dprelease.dp.local.bits import SeededBits  # noqa: E402
+from dprelease.dp.local.estimators import estimate, exact_variance  # noqa: E402
+from dprelease.dp.local.randomizers import GRR, OLH, OUE, SUE  # noqa: E402
+from dprelease.dp.local.rappor import RapporParams, cohort_counts, decode, encode_once  # noqa: E402
+from dprelease.dp.local.simulate import DECOYS, STATES, population  # noqa: E402
 from tests.noise import SeededNoise  # noqa: E402
 
 EPSILON = math.log(3)

@@ -41,14 +41,14 @@ What runs (every system in its own subprocess, one at a time, so wall time and p
     a timed-out run is recorded as "did not finish".
 ``independent``
     The independent 1-way baseline (project venv): every column's 1-way histogram over the same public
-    domain, measured with :class:`dp.mechanisms.DiscreteGaussian` (the release's ρ split equally over the
+    domain, measured with :class:`dprelease.dp.mechanisms.DiscreteGaussian` (the release's ρ split equally over the
     columns, secure noise from :mod:`dp.random`); the noisy total is the inverse-variance mean of the
     columns' sums; each histogram projected to non-negative counts summing to it; columns sampled
     independently and decoded as above.
 ``bootstrap``
     The floor: the real table resampled with replacement (not private).
 
-Utility is always the project's yardstick, :func:`dp.evaluation.utility` (tvd1 over all 1-way, tvd2 over
+Utility is always the project's yardstick, :func:`dprelease.dp.evaluation.utility` (tvd1 over all 1-way, tvd2 over
 all 2-way, tvd3 over a fixed sample of 300 3-way marginals; 16 quantile bins of the real data for numeric
 columns), computed in the project venv against the real table for every system (for the flow it is the
 same function, run by the flow itself). Peak RSS is GNU time's maximum resident set size of the run's
@@ -283,10 +283,10 @@ def worker_independent(spec: Path, epsilon: float, delta: float, seed: int, out:
     import pyarrow.parquet as pq
 
     sys.path.insert(0, str(ROOT))
-    from dp.budget import ZCDPBudget, budget_total
-    from dp.mechanisms import DiscreteGaussian
-    from dp.postprocess import project_simplex, round_preserving_sum
-    from dp.random import secure_noise, synthetic_generator
+    from dprelease.dp.budget import ZCDPBudget, budget_total
+    from dprelease.dp.mechanisms import DiscreteGaussian
+    from dprelease.dp.postprocess import project_simplex, round_preserving_sum
+    from dprelease.dp.random import secure_noise, synthetic_generator
 
     domain = public_domain(spec)
     names = [d["name"] for d in domain]
@@ -328,14 +328,14 @@ def _quiet_prefect_context() -> None:
     """Let the tasks' undecorated functions run outside a Prefect run (their only need is a logger)."""
     import logging
 
-    import tasks.bounds
-    import tasks.ingest
-    import tasks.measure
-    import tasks.plan
-    import tasks.synthesize
+    import dprelease.tasks.bounds
+    import dprelease.tasks.ingest
+    import dprelease.tasks.measure
+    import dprelease.tasks.plan
+    import dprelease.tasks.synthesize
 
     logger = logging.getLogger("peers_adult")
-    for module in (tasks.plan, tasks.bounds, tasks.ingest, tasks.measure, tasks.synthesize):
+    for module in (dprelease.tasks.plan, dprelease.tasks.bounds, dprelease.tasks.ingest, dprelease.tasks.measure, dprelease.tasks.synthesize):
         if hasattr(module, "get_run_logger"):
             module.get_run_logger = lambda: logger  # type: ignore[attr-defined]
 
@@ -343,14 +343,14 @@ def _quiet_prefect_context() -> None:
 def worker_core_prepare(spec: Path, seed: int, work: Path) -> dict[str, Any]:
     """Untimed: the release path up to the noisy measurements (plan, bounds, measurement); pickled."""
     sys.path.insert(0, str(ROOT))
-    from flows.settings import configure
+    from dprelease.flows.settings import configure
 
     configure()
     _quiet_prefect_context()
-    from tasks.bounds import find_bounds
-    from tasks.measure import measure_marginals
-    from tasks.plan import plan_budget
-    from tasks.staging import create_staging, staging_dir
+    from dprelease.tasks.bounds import find_bounds
+    from dprelease.tasks.measure import measure_marginals
+    from dprelease.tasks.plan import plan_budget
+    from dprelease.tasks.staging import create_staging, staging_dir
 
     ledger = str(work / "ledger.sqlite")
     plan, _ = plan_budget.fn(str(spec), f"core-{seed}", ledger, seed)
@@ -369,11 +369,11 @@ def dprelease_core(work: Path) -> dict[str, Any]:
     so it always benchmarks what the flow runs. Only these two calls are timed.
     """
     sys.path.insert(0, str(ROOT))
-    from flows.settings import configure
+    from dprelease.flows.settings import configure
 
     configure()
     _quiet_prefect_context()
-    from tasks.synthesize import estimate_model, sample_synthetic
+    from dprelease.tasks.synthesize import estimate_model, sample_synthetic
 
     with (work / "measured.pickle").open("rb") as fh:
         state = pickle.load(fh)
@@ -491,8 +491,8 @@ class Evaluator:
 
     def __init__(self, spec: Path) -> None:
         sys.path.insert(0, str(ROOT))
-        from schemas.model import load_spec
-        from tasks.ingest import read_table
+        from dprelease.schemas.model import load_spec
+        from dprelease.tasks.ingest import read_table
 
         loaded = load_spec(str(spec))
         self.columns = list(loaded.schema.names)
@@ -501,7 +501,7 @@ class Evaluator:
     def __call__(self, synthetic_file: Path) -> dict[str, Any]:
         import pyarrow.parquet as pq
 
-        from dp.evaluation import utility
+        from dprelease.dp.evaluation import utility
 
         synthetic = pq.read_table(synthetic_file, columns=self.columns)
         report = utility(self.real, synthetic, self.columns)
@@ -619,7 +619,7 @@ def save_rows(rows: list[dict[str, Any]]) -> None:
     doc = {
         "benchmark": "benchmarks/peers_adult.py",
         "machine": {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "yardstick": "dp.evaluation.utility (16 quantile bins, all 1-/2-way, 300 sampled 3-way marginals)",
+        "yardstick": "dprelease.dp.evaluation.utility (16 quantile bins, all 1-/2-way, 300 sampled 3-way marginals)",
         "runs": rows,
     }
     tmp = RESULTS.with_suffix(".json.tmp")
@@ -729,7 +729,7 @@ def warm_prefect(prefect_home: Path) -> None:
     """Migrate the shared Prefect home's database once, so no flow run pays for it."""
     env = dict(os.environ, PREFECT_HOME=str(prefect_home))
     sys.path.insert(0, str(ROOT))
-    from flows.settings import DEFAULTS
+    from dprelease.flows.settings import DEFAULTS
 
     for key, value in DEFAULTS.items():
         env.setdefault(key, value)

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flows.settings import configure  # noqa: E402
+from dprelease.flows.settings import configure  # noqa: E402
 
 
 def main() -> None:
@@ -43,7 +43,7 @@ def main() -> None:
 
         import yaml
 
-        from flows.release import release
+        from dprelease.flows.release import release
 
         source = Path(args.spec).resolve()
         spec_doc = yaml.safe_load(source.read_text(encoding="utf-8"))

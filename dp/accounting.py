@@ -36,10 +36,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dp.budget import Budget, Definition, PureBudget, ZCDPBudget, describe, zcdp_from_pure
-from dp.errors import BudgetExceededError, LedgerError
-from dp.mechanisms import Mechanism
-from dp.random import IntArray, NoiseSource
+from dprelease.dp.budget import Budget, Definition, PureBudget, ZCDPBudget, describe, zcdp_from_pure
+from dprelease.dp.errors import BudgetExceededError, LedgerError
+from dprelease.dp.mechanisms import Mechanism
+from dprelease.dp.random import IntArray, NoiseSource
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS datasets (

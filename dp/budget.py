@@ -29,7 +29,7 @@ from typing import Literal, overload
 
 import numpy as np
 
-from dp.errors import ParameterError
+from dprelease.dp.errors import ParameterError
 
 Definition = Literal["pure", "zcdp"]
 

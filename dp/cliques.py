@@ -36,10 +36,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dp.accounting import Measurement, ReleaseContext
-from dp.budget import PureBudget
-from dp.errors import InternalError, ParameterError
-from dp.selection import ExponentialMechanism, run_selection
+from dprelease.dp.accounting import Measurement, ReleaseContext
+from dprelease.dp.budget import PureBudget
+from dprelease.dp.errors import InternalError, ParameterError
+from dprelease.dp.selection import ExponentialMechanism, run_selection
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

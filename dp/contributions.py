@@ -28,7 +28,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dp.errors import ParameterError
+from dprelease.dp.errors import ParameterError
 
 BoolArray = npt.NDArray[np.bool_]
 

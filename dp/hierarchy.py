@@ -36,8 +36,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from dp.accounting import Measurement
-from dp.errors import InternalError, ParameterError
+from dprelease.dp.accounting import Measurement
+from dprelease.dp.errors import InternalError, ParameterError
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import InternalError, ParameterError
+from dprelease.dp.errors import InternalError, ParameterError
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -32,8 +32,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dp.accounting import Measurement
-from dp.errors import DomainError, InternalError, ParameterError
+from dprelease.dp.accounting import Measurement
+from dprelease.dp.errors import DomainError, InternalError, ParameterError
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -23,9 +23,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dp.budget import PureBudget, ZCDPBudget, float_at_least
-from dp.errors import ParameterError
-from dp.random import IntArray, NoiseSource, opendp_gaussian, opendp_laplace
+from dprelease.dp.budget import PureBudget, ZCDPBudget, float_at_least
+from dprelease.dp.errors import ParameterError
+from dprelease.dp.random import IntArray, NoiseSource, opendp_gaussian, opendp_laplace
 
 _MAX_ULP_STEPS = 10_000
 

@@ -21,8 +21,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dp.errors import InternalError
-from dp.marginals import NoisyMarginal
+from dprelease.dp.errors import InternalError
+from dprelease.dp.marginals import NoisyMarginal
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

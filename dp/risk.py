@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.spatial.distance import cdist
 
-from dp.errors import ParameterError
+from dprelease.dp.errors import ParameterError
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -17,9 +17,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dp.errors import InternalError
-from dp.estimation import TreeModel
-from dp.marginals import ColumnDomain
+from dprelease.dp.errors import InternalError
+from dprelease.dp.estimation import TreeModel
+from dprelease.dp.marginals import ColumnDomain
 
 IntArray = npt.NDArray[np.int64]
 CodeArray = npt.NDArray[np.integer[Any]]

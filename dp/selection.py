@@ -59,10 +59,10 @@ import numpy as np
 import numpy.typing as npt
 import opendp.prelude as odp
 
-from dp.accounting import Measurement, ReleaseContext, charge, replay, seal
-from dp.budget import PureBudget, ZCDPBudget, float_at_least, positive_number, zcdp_from_bounded_range
-from dp.errors import InternalError, ParameterError
-from dp.random import IntArray, NoiseSource
+from dprelease.dp.accounting import Measurement, ReleaseContext, charge, replay, seal
+from dprelease.dp.budget import PureBudget, ZCDPBudget, float_at_least, positive_number, zcdp_from_bounded_range
+from dprelease.dp.errors import InternalError, ParameterError
+from dprelease.dp.random import IntArray, NoiseSource
 
 odp.enable_features("contrib")
 

@@ -43,11 +43,11 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dp.accounting import Measurement, ReleaseContext, charge, measure, replay, seal
-from dp.budget import PureBudget, float_at_least
-from dp.errors import ParameterError
-from dp.mechanisms import DiscreteLaplace
-from dp.random import IntArray, NoiseSource
+from dprelease.dp.accounting import Measurement, ReleaseContext, charge, measure, replay, seal
+from dprelease.dp.budget import PureBudget, float_at_least
+from dprelease.dp.errors import ParameterError
+from dprelease.dp.mechanisms import DiscreteLaplace
+from dprelease.dp.random import IntArray, NoiseSource
 
 FloatArray = npt.NDArray[np.float64]
 

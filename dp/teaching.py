@@ -26,8 +26,8 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dp.budget import ApproxBudget, PureBudget, float_at_least, positive_number
-from dp.errors import ParameterError
+from dprelease.dp.budget import ApproxBudget, PureBudget, float_at_least, positive_number
+from dprelease.dp.errors import ParameterError
 
 FloatArray = npt.NDArray[np.float64]
 

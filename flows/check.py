@@ -8,10 +8,10 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
-from schemas.model import load_schema
-from schemas.validation import structural_problems, validate_batches
-from tasks import DPReleaseError, sensitive_task
-from tasks.ingest import dataset_schema, row_groups
+from dprelease.schemas.model import load_schema
+from dprelease.schemas.validation import structural_problems, validate_batches
+from dprelease.tasks import DPReleaseError, sensitive_task
+from dprelease.tasks.ingest import dataset_schema, row_groups
 
 
 def junit_report(suite_name: str, cases: list[tuple[str, str, str | None, bool]]) -> bytes:
@@ -38,7 +38,7 @@ def junit_report(suite_name: str, cases: list[tuple[str, str, str | None, bool]]
             ET.SubElement(case, "error" if errored else "failure",
                           {"message": failure, "type": "error" if errored else "rule"}).text = failure
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True)) + b"\n"
 
 
 class DataQualityError(DPReleaseError, ValueError):

@@ -21,9 +21,11 @@ import logging
 import sys
 import threading
 import time
+from fractions import Fraction
 from pathlib import Path
+from typing import cast
 
-from flows.settings import configure, state_dir
+from dprelease.flows.settings import configure, state_dir
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_CODES = {
@@ -38,11 +40,26 @@ GATE_NOTE = ("note: this check is not differentially private (a rule's outcome s
              "keep its output in the steward's CI, not in public logs")
 
 
+class _Version(argparse.Action):
+    """``--version``: the package version and the commit it was built from (asked of git only when used)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kwargs.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        import dprelease
+
+        print(f"dprelease {dprelease.__version__} (commit {dprelease.commit()})")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dprelease", description="Differentially private synthetic-data releases.",
         epilog="exit codes: " + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items()))
     parser.add_argument("--debug", action="store_true", help="show tracebacks of failures (steward's terminal only)")
+    parser.add_argument("--version", action=_Version, help="print the version and the code commit, and exit")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show tracebacks of failures (steward's terminal only)")
@@ -93,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _release_id(value: str) -> str:
     """The argparse type of ``--release-id``: an identifier, refused before anything starts (exit 2)."""
-    from schemas.identifiers import IdentifierError, check_identifier
+    from dprelease.schemas.identifiers import IdentifierError, check_identifier
 
     try:
         return check_identifier("release id", value)
@@ -116,7 +133,7 @@ def _preload() -> threading.Thread:
 
     def work() -> None:
         try:
-            from schemas.validation import preload_great_expectations
+            from dprelease.schemas.validation import preload_great_expectations
 
             preload_great_expectations()
             import matplotlib.backends.backend_agg
@@ -162,12 +179,12 @@ def cmd_release(args: argparse.Namespace) -> int:
     ledger, Dask scheduler) runs: a mistake the preflight catches stops it, costs no budget and takes
     seconds.
     """
-    from flows.settings import spawn_embedded_server
+    from dprelease.flows.settings import spawn_embedded_server
 
     started = time.monotonic()
     server = spawn_embedded_server()  # boots while the inputs are checked and the stages imported
     try:
-        from tasks.preflight import preflight
+        from dprelease.tasks.preflight import preflight
 
         ledger = _default_ledger(args.ledger)
         spec = preflight(args.spec, args.out, ledger, args.dask, args.release_id, args.internal)
@@ -177,7 +194,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         raise
     preload = _preload()
     try:
-        from flows.release import release
+        from dprelease.flows.release import release
 
         if not args.debug:
             _quiet_prefect_console()
@@ -191,7 +208,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     for name in ("synthetic", "marginals", "audit.html", "audit.md", "audit.json", "manifest.json"):
         suffix = {"audit.html": "   (the privacy audit report: open it in a browser)"}.get(name, "")
         print(f"  {Path(target) / name}{suffix}")
-    from tasks.preflight import steward_root
+    from dprelease.tasks.preflight import steward_root
 
     steward = steward_root(spec, args.internal) / spec.dataset / Path(target).name
     print(f"  {steward}   (steward only, outside the public folder: validation, row handling, internal report)")
@@ -200,10 +217,10 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the plan; reads the spec and schema only."""
-    from dp.accounting import Ledger
-    from dp.errors import LedgerError
-    from schemas.model import load_spec
-    from schemas.plan import plan_release
+    from dprelease.dp.accounting import Ledger
+    from dprelease.dp.errors import LedgerError
+    from dprelease.schemas.model import load_spec
+    from dprelease.schemas.plan import plan_release
 
     spec = load_spec(args.spec)
     plan = plan_release(spec, "<new>", spec.seed or 0)
@@ -228,11 +245,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     ``--summary`` writes the outcome as JSON, ``--junit`` as JUnit XML with one testcase per
     column and rule (the column's structure, then each value check of the schema's suite).
     """
-    from flows.check import junit_report
-    from schemas.model import SchemaError, load_schema
-    from schemas.validation import structural_problems, validate_batches
-    from tasks.ingest import InputError, dataset_schema, row_groups
-    from tasks.preflight import check_writable
+    from dprelease.flows.check import junit_report
+    from dprelease.schemas.model import SchemaError, load_schema
+    from dprelease.schemas.validation import structural_problems, validate_batches
+    from dprelease.tasks.ingest import InputError, dataset_schema, row_groups
+    from dprelease.tasks.preflight import check_writable
 
     data = Path(args.data)
     suite_name = f"{data.name} against {Path(args.schema).name}"
@@ -297,7 +314,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify every public file of a release against its manifest."""
-    from tasks.staging import verify_release
+    from dprelease.tasks.staging import verify_release
 
     root = Path(args.release_dir)
     if not root.is_dir():
@@ -315,8 +332,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_ldp_collect(args: argparse.Namespace) -> int:
     """Run the ldp-collect flow on the embedded Prefect API; print where the estimates went."""
-    from flows.settings import spawn_embedded_server
-    from schemas.ldp import load_collection
+    from dprelease.flows.settings import spawn_embedded_server
+    from dprelease.schemas.ldp import load_collection
 
     server = spawn_embedded_server()
     try:
@@ -325,7 +342,7 @@ def cmd_ldp_collect(args: argparse.Namespace) -> int:
         if server is not None:
             server.stop()
         raise
-    from flows.ldp_collect import ldp_collect
+    from dprelease.flows.ldp_collect import ldp_collect
 
     if not args.debug:
         _quiet_prefect_console()
@@ -352,8 +369,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     Opening the ledger verifies its hash chain and its head file, so ``verify`` exits 3 with one line
     when rows were altered or deleted.
     """
-    from dp.accounting import Ledger
-    from tasks.ingest import InputError
+    from dprelease.dp.accounting import Ledger
+    from dprelease.tasks.ingest import InputError
 
     path = Path(_default_ledger(args.ledger))
     if not path.is_file():
@@ -376,16 +393,17 @@ def cmd_ledger(args: argparse.Namespace) -> int:
             for release in book.releases(dataset):
                 lost = f", {release['lost_draws']} lost draw(s)" if release["lost_draws"] else ""
                 holder = f", held by {release['holder']}" if release["holder"] else ""
+                drawn, reserved = cast(Fraction, release["drawn"]), cast(Fraction, release["reserved"])
                 print(f"  {release['release_id']:<32} {release['status']:<10} drawn "
-                      f"{float(release['drawn']):.6g} of {float(release['reserved']):.6g}{lost}{holder}")
+                      f"{float(drawn):.6g} of {float(reserved):.6g}{lost}{holder}")
         print(f"{head.rows} charges; head {head.last_hash[:16]}")
     return EXIT_PASS
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Re-render the human-readable reports from ``audit.json`` (a pure function of it)."""
-    from schemas.audit import render_markdown
-    from schemas.report_html import render_html
+    from dprelease.schemas.audit import render_markdown
+    from dprelease.schemas.report_html import render_html
 
     root = Path(args.release_dir)
     audit_path = root / "audit.json"
@@ -406,12 +424,12 @@ def _one_line(err: BaseException) -> str:
 
 def exit_code(err: BaseException) -> int:
     """The exit code for an exception that ended a command (see :data:`EXIT_CODES`)."""
-    from dp.errors import BudgetExceededError, DPReleaseError, LedgerError
+    from dprelease.dp.errors import BudgetExceededError, DPReleaseError, LedgerError
 
     if isinstance(err, (BudgetExceededError, LedgerError)):
         return EXIT_REFUSED
     if isinstance(err, DPReleaseError):
-        from flows.release import ReleaseError
+        from dprelease.flows.release import ReleaseError
 
         return EXIT_FAIL if isinstance(err, ReleaseError) else EXIT_USAGE
     return EXIT_FAIL
@@ -423,7 +441,7 @@ def describe_failure(err: BaseException) -> str:
     An unexpected exception may come from code that handled raw rows, so its text is never printed
     here (``--debug`` prints the traceback for a steward at their own terminal).
     """
-    from dp.errors import BudgetExceededError, DPReleaseError, LedgerError, StageFailed
+    from dprelease.dp.errors import BudgetExceededError, DPReleaseError, LedgerError, StageFailed
 
     if isinstance(err, BudgetExceededError):
         return f"refused by the budget: {_one_line(err)}"

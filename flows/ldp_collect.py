@@ -19,10 +19,10 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
-from schemas.identifiers import check_identifier, inside
-from schemas.ldp import Collection, CollectionError, load_collection
-from tasks import PUBLIC
-from tasks.ldp import BatchCheck, aggregate, check_batches, estimates_table, refused_summary, write_outputs
+from dprelease.schemas.identifiers import check_identifier, inside
+from dprelease.schemas.ldp import Collection, CollectionError, load_collection
+from dprelease.tasks import PUBLIC
+from dprelease.tasks.ldp import BatchCheck, aggregate, check_batches, estimates_table, refused_summary, write_outputs
 
 
 def register(registry: Path, collection: Collection) -> bool:

@@ -8,20 +8,20 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from dp.accounting import Ledger, release_lock
-from dp.random import secure_seed
-from flows.schedules import pause_schedules_when_refused
-from schemas.identifiers import check_identifier
-from schemas.model import ReleaseSpec
-from tasks import DPReleaseError, steward_area
-from tasks.bounds import find_bounds
-from tasks.evaluate import evaluate_utility
-from tasks.ingest import inspect_table
-from tasks.measure import measure_marginals
-from tasks.plan import plan_budget
-from tasks.preflight import preflight, steward_root
-from tasks.publish import abort_release, provenance, publish_release, write_report
-from tasks.staging import (
+from dprelease.dp.accounting import Ledger, release_lock
+from dprelease.dp.random import secure_seed
+from dprelease.flows.schedules import pause_schedules_when_refused
+from dprelease.schemas.identifiers import check_identifier
+from dprelease.schemas.model import ReleaseSpec
+from dprelease.tasks import DPReleaseError, steward_area
+from dprelease.tasks.bounds import find_bounds
+from dprelease.tasks.evaluate import evaluate_utility
+from dprelease.tasks.ingest import inspect_table
+from dprelease.tasks.measure import measure_marginals
+from dprelease.tasks.plan import plan_budget
+from dprelease.tasks.preflight import preflight, steward_root
+from dprelease.tasks.publish import abort_release, provenance, publish_release, write_report
+from dprelease.tasks.staging import (
     check_staging,
     create_staging,
     create_steward,
@@ -31,8 +31,8 @@ from tasks.staging import (
     verify_release,
     write_internal,
 )
-from tasks.synthesize import estimate_model, sample_synthetic
-from tasks.validate import validate_table
+from dprelease.tasks.synthesize import estimate_model, sample_synthetic
+from dprelease.tasks.validate import validate_table
 
 
 class ReleaseError(DPReleaseError, RuntimeError):

@@ -14,11 +14,10 @@ import logging
 from typing import Any
 
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.objects import FlowRun, State
 from prefect.logging import get_logger
-from prefect.states import State
 
-from dp.errors import BudgetExceededError
+from dprelease.dp.errors import BudgetExceededError
 
 
 def refused_by_budget(state: State[Any]) -> bool:

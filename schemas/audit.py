@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from dp.accounting import Charge, LedgerStatus, Measurement
-from dp.budget import PureBudget, ZCDPBudget, approx_from_zcdp_cks
-from schemas.model import ReleaseSpec
-from schemas.plan import ReleasePlan
+from dprelease.dp.accounting import Charge, LedgerStatus, Measurement
+from dprelease.dp.budget import PureBudget, ZCDPBudget, approx_from_zcdp_cks
+from dprelease.schemas.model import ReleaseSpec
+from dprelease.schemas.plan import ReleasePlan
 
 LIMITATIONS = (
     "Trusted curator: dprelease reads the raw table; the guarantee covers what is published, not the machine that "

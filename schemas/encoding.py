@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from dp.errors import InternalError
-from dp.hierarchy import Hierarchy as Tree
-from dp.marginals import ColumnDomain, ColumnRule, category_domain, numeric_domain
-from dp.sampling import OutputColumn
-from schemas.model import Column, Hierarchy, TableSchema
+from dprelease.dp.errors import InternalError
+from dprelease.dp.hierarchy import Hierarchy as Tree
+from dprelease.dp.marginals import ColumnDomain, ColumnRule, category_domain, numeric_domain
+from dprelease.dp.sampling import OutputColumn
+from dprelease.schemas.model import Column, Hierarchy, TableSchema
 
 
 def column_domain(column: Column, bounds: Mapping[str, tuple[float, float]]) -> ColumnDomain:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dp.errors import DPReleaseError
+from dprelease.dp.errors import DPReleaseError
 
 MAX_LENGTH = 128
 """The longest id or dataset name accepted."""

@@ -26,11 +26,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dp.errors import DPReleaseError
-from dp.local.randomizers import GRR, OLH, OUE, SUE, UnaryEncoding
-from dp.local.rappor import RapporParams
-from schemas.identifiers import check_identifier, short
-from schemas.model import _load_yaml, _resolve
+from dprelease.dp.errors import DPReleaseError
+from dprelease.dp.local.randomizers import GRR, OLH, OUE, SUE, UnaryEncoding
+from dprelease.dp.local.rappor import RapporParams
+from dprelease.schemas.identifiers import check_identifier, short
+from dprelease.schemas.model import _load_yaml, _resolve
 
 PROTOCOLS = ("GRR", "SUE", "OUE", "OLH", "RAPPOR")
 
@@ -191,7 +191,7 @@ def encode_batch(collection: Collection, codes: Any, bits: Any, first_id: int = 
     import numpy as np
     import pyarrow as pa
 
-    from dp.local.rappor import encode_once
+    from dprelease.dp.local.rappor import encode_once
 
     x = np.asarray(codes, dtype=np.int64)
     columns: dict[str, Any] = {"report_id": [f"{prefix}{first_id + i}" for i in range(x.size)],

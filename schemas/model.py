@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-from dp.budget import (
+from dprelease.dp.budget import (
     Budget,
     Definition,
     PureBudget,
@@ -30,9 +30,9 @@ from dp.budget import (
     to_fraction,
     validate_delta,
 )
-from dp.errors import DPReleaseError, ParameterError
-from dp.marginals import Binning
-from schemas.identifiers import short
+from dprelease.dp.errors import DPReleaseError, ParameterError
+from dprelease.dp.marginals import Binning
+from dprelease.schemas.identifiers import short
 
 ColumnType = Literal["int", "float", "category"]
 STAGES = ("bounds", "one_way", "selection", "two_way", "cliques", "hierarchy")

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dp.budget import (
+from dprelease.dp.budget import (
     Budget,
     PureBudget,
     ZCDPBudget,
@@ -20,9 +20,9 @@ from dp.budget import (
     bounded_range_from_zcdp_share,
     pure_from_zcdp_share,
 )
-from dp.errors import ParameterError
-from dp.marginals import marginal_key
-from schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
+from dprelease.dp.errors import ParameterError
+from dprelease.dp.marginals import marginal_key
+from dprelease.schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dp.errors import InternalError
-from schemas.model import Column, TableSchema
+from dprelease.dp.errors import InternalError
+from dprelease.schemas.model import Column, TableSchema
 
 if TYPE_CHECKING:
     import great_expectations as gx

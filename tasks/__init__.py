@@ -20,13 +20,13 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 
-from dp.accounting import fault_point
-from dp.errors import DPReleaseError, StageFailed
+from dprelease.dp.accounting import fault_point
+from dprelease.dp.errors import DPReleaseError, StageFailed
 
 __all__ = ["PUBLIC", "SENSITIVE", "DPReleaseError", "StageFailed", "guard_raw_errors", "is_sensitive", "mark_sensitive",
            "public_task", "sensitive_task", "steward_area"]
@@ -49,6 +49,8 @@ PUBLIC: dict[str, Any] = {
 """Task options for post-processing: no caching either (results are cheap and release-specific)."""
 
 T = TypeVar("T", bound=Task[Any, Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def mark_sensitive(made: T) -> T:
@@ -155,23 +157,24 @@ def announce(stage: str, function: Callable[..., Any]) -> Callable[..., Any]:
     return announced
 
 
-def public_task(name: str) -> Callable[[Callable[..., Any]], Task[Any, Any]]:
+def public_task(name: str) -> Callable[[Callable[P, R]], Task[P, R]]:
     """``@task(name=name, **PUBLIC)`` with start and end lines: the decorator of post-processing tasks."""
 
-    def decorate(function: Callable[..., Any]) -> Task[Any, Any]:
-        return task(name=name, **PUBLIC)(announce(name, function))
+    def decorate(function: Callable[P, R]) -> Task[P, R]:
+        return cast("Task[P, R]", task(name=name, **PUBLIC)(announce(name, function)))
 
     return decorate
 
 
-def sensitive_task(name: str) -> Callable[[Callable[..., Any]], Task[Any, Any]]:
+def sensitive_task(name: str) -> Callable[[Callable[P, R]], Task[P, R]]:
     """``@task(name=name, **SENSITIVE)``, marked as sensitive: the decorator of every raw-data task.
 
     The task's function is wrapped by :func:`guard_raw_errors`: what it raises reaches Prefect's
     logs, states and result storage as a message-free error (or a public :class:`DPReleaseError`).
     """
 
-    def decorate(function: Callable[..., Any]) -> Task[Any, Any]:
-        return mark_sensitive(task(name=name, **SENSITIVE)(announce(name, guard_raw_errors(name, function))))
+    def decorate(function: Callable[P, R]) -> Task[P, R]:
+        made = task(name=name, **SENSITIVE)(announce(name, guard_raw_errors(name, function)))
+        return cast("Task[P, R]", mark_sensitive(made))
 
     return decorate

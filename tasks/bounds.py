@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import get_run_logger
 
-from dp.accounting import Ledger, ReleaseContext
-from dp.random import secure_noise
-from dp.svt import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
-from schemas.model import load_spec
-from schemas.plan import ReleasePlan
-from tasks import sensitive_task
-from tasks.ingest import unit_row_groups
+from dprelease.dp.accounting import Ledger, ReleaseContext
+from dprelease.dp.random import secure_noise
+from dprelease.dp.svt import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
+from dprelease.schemas.model import load_spec
+from dprelease.schemas.plan import ReleasePlan
+from dprelease.tasks import sensitive_task
+from dprelease.tasks.ingest import unit_row_groups
 
 
 @sensitive_task("discover_bounds")

@@ -15,6 +15,7 @@ import json
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -22,15 +23,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger
 
-from dp.errors import InternalError
-from dp.evaluation import utility
-from dp.risk import closest_record_distances, exact_match_share, k_anonymity_comparison
-from schemas.model import load_spec
-from schemas.plan import ReleasePlan
-from schemas.report_html import render_internal_html
-from tasks import sensitive_task
-from tasks.ingest import dataset_schema, open_parquet, parquet_files, row_groups
-from tasks.staging import file_sha256, write_internal
+from dprelease.dp.errors import InternalError
+from dprelease.dp.evaluation import utility
+from dprelease.dp.risk import closest_record_distances, exact_match_share, k_anonymity_comparison
+from dprelease.schemas.model import load_spec
+from dprelease.schemas.plan import ReleasePlan
+from dprelease.schemas.report_html import render_internal_html
+from dprelease.tasks import sensitive_task
+from dprelease.tasks.ingest import dataset_schema, open_parquet, parquet_files, row_groups
+from dprelease.tasks.staging import file_sha256, write_internal
 
 IntArray = npt.NDArray[np.int64]
 
@@ -161,7 +162,7 @@ def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, stewa
     }
     report = utility(real, synthetic, columns).to_dict()
     report["evaluated"] = evaluated
-    risk: dict[str, object]
+    risk: dict[str, Any]
     if not quasi:
         risk = {"note": "the schema declares no quasi_identifiers"}
     elif not checks:
@@ -182,7 +183,7 @@ def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, stewa
     write_internal(out, "risk.json", json.dumps(risk, indent=2))
     write_internal(out, "input.json", json.dumps(_fingerprint(spec.data, real_rows), indent=2))
     audit = json.loads((root / "audit.json").read_text(encoding="utf-8"))
-    histograms = report.pop("histograms")
+    histograms = cast("dict[str, Any]", report.pop("histograms"))
     write_internal(out, "report.html", render_internal_html(audit, report, histograms,
                                                              risk if "dcr" in risk else None))
     get_run_logger().info("internal report (utility, disclosure risk) written")

@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger
 
-from dp.contributions import BoundedRows, bound_contributions
-from dp.errors import DPReleaseError
-from dp.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
-from schemas.model import PrivacyUnit, TableSchema, load_spec
-from schemas.plan import ReleasePlan
-from schemas.validation import structural_problems
-from tasks import guard_raw_errors, sensitive_task
+from dprelease.dp.contributions import BoundedRows, bound_contributions
+from dprelease.dp.errors import DPReleaseError
+from dprelease.dp.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
+from dprelease.schemas.model import PrivacyUnit, TableSchema, load_spec
+from dprelease.schemas.plan import ReleasePlan
+from dprelease.schemas.validation import structural_problems
+from dprelease.tasks import guard_raw_errors, sensitive_task
 
 RowGroupRef = tuple[str, int]
 """One partition of the map: a Parquet file's path and the index of one of its row groups."""
@@ -60,13 +60,13 @@ def _first_difference(expected: pa.Schema, found: pa.Schema) -> str:
     """The first column (by position) where two Arrow schemas differ in name, type or nullability."""
     for position in range(max(len(expected), len(found))):
         if position >= len(found):
-            return expected.field(position).name
+            return str(expected.field(position).name)
         if position >= len(expected):
-            return found.field(position).name
+            return str(found.field(position).name)
         mine, theirs = expected.field(position), found.field(position)
         if mine.name != theirs.name or mine.type != theirs.type or mine.nullable != theirs.nullable:
-            return mine.name
-    return expected.field(0).name if len(expected) else "?"  # pragma: no cover - equal schemas
+            return str(mine.name)
+    return str(expected.field(0).name) if len(expected) else "?"  # pragma: no cover - equal schemas
 
 
 def dataset_schema(data: Path) -> pa.Schema:
@@ -121,7 +121,7 @@ counting then cost per row, not per row group: 20,000 one-row groups are 1 batch
 
 def _coalesced(file: pq.ParquetFile) -> bool:
     meta = file.metadata
-    return meta.num_row_groups > 1 and meta.num_rows < COALESCE_ROWS * meta.num_row_groups
+    return bool(meta.num_row_groups > 1 and meta.num_rows < COALESCE_ROWS * meta.num_row_groups)
 
 
 def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:

@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dp.local.estimators import consistent, estimate
-from dp.local.rappor import cohort_counts, decode
-from schemas.ldp import Collection
+from dprelease.dp.local.estimators import consistent, estimate
+from dprelease.dp.local.rappor import cohort_counts, decode
+from dprelease.schemas.ldp import Collection
 
 REQUIRED = {"GRR": ("value",), "SUE": ("bits",), "OUE": ("bits",), "OLH": ("seed", "value"),
             "RAPPOR": ("cohort", "bits")}
@@ -40,7 +40,7 @@ class BatchCheck:
 
 
 def _expectations(collection: Collection) -> list[Any]:
-    from great_expectations.expectations import (
+    from great_expectations.expectations import (  # type: ignore[attr-defined]
         ExpectColumnToExist,
         ExpectColumnValueLengthsToEqual,
         ExpectColumnValuesToBeBetween,
@@ -108,7 +108,7 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
         result = definition.get_batch(batch_parameters={"dataframe": frame}).validate(
             suite, result_format={"result_format": "BOOLEAN_ONLY"})
         for outcome in result.results:
-            if not outcome.success:
+            if not outcome.success and outcome.expectation_config is not None:
                 check.problems.append(_rule(outcome.expectation_config.to_domain_obj()))
         if check.accepted:
             ids = table.column("report_id").cast(pa.string()).to_pylist()
@@ -143,9 +143,9 @@ def aggregate(collection: Collection, accepted: list[str]) -> dict[str, Any]:
     support = np.zeros(collection.k, dtype=np.int64)
     for t in tables:
         if collection.protocol == "GRR":
-            support += protocol.support(t.column("value").to_numpy())  # type: ignore[arg-type]
+            support += protocol.support(t.column("value").to_numpy())
         elif collection.protocol == "OLH":
-            support += protocol.support((t.column("seed").to_numpy(), t.column("value").to_numpy()))  # type: ignore[arg-type]
+            support += protocol.support((t.column("seed").to_numpy(), t.column("value").to_numpy()))
         else:
             support += protocol.support(_bits(t, collection.k))  # type: ignore[arg-type]
     return {"reports": n, "support": support}

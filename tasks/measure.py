@@ -13,22 +13,29 @@ import numpy as np
 import numpy.typing as npt
 from prefect import get_run_logger
 
-from dp.accounting import Ledger, Measurement, ReleaseContext, measure
-from dp.budget import PureBudget, ZCDPBudget
-from dp.cliques import CONDITIONAL_L1_SENSITIVITY, candidate_triples, coarse_map, hub, select_cliques, tree_order
-from dp.contributions import BoundedRows
-from dp.hierarchy import NoisyLevel
-from dp.marginals import ColumnDomain, ColumnRule, IntArray, NoisyMarginal, RowHandling, count_all
-from dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
-from dp.postprocess import consistent_counts, estimate_total
-from dp.random import secure_noise
-from dp.structure import independence_scores, select_spanning_tree
-from dp.svt import DiscoveredBounds
-from schemas.encoding import domains_for, rules_for
-from schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema, load_spec
-from schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
-from tasks import sensitive_task
-from tasks.ingest import (
+from dprelease.dp.accounting import Ledger, Measurement, ReleaseContext, measure
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.cliques import (
+    CONDITIONAL_L1_SENSITIVITY,
+    candidate_triples,
+    coarse_map,
+    hub,
+    select_cliques,
+    tree_order,
+)
+from dprelease.dp.contributions import BoundedRows
+from dprelease.dp.hierarchy import NoisyLevel
+from dprelease.dp.marginals import ColumnDomain, ColumnRule, IntArray, NoisyMarginal, RowHandling, count_all
+from dprelease.dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
+from dprelease.dp.postprocess import consistent_counts, estimate_total
+from dprelease.dp.random import secure_noise
+from dprelease.dp.structure import independence_scores, select_spanning_tree
+from dprelease.dp.svt import DiscoveredBounds
+from dprelease.schemas.encoding import domains_for, rules_for
+from dprelease.schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema, load_spec
+from dprelease.schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
+from dprelease.tasks import sensitive_task
+from dprelease.tasks.ingest import (
     RowGroupRef,
     batch_count,
     remote_count_partition,
@@ -36,8 +43,8 @@ from tasks.ingest import (
     table_rows,
     unit_row_groups,
 )
-from tasks.progress import StageProgress
-from tasks.staging import write_internal
+from dprelease.tasks.progress import StageProgress
+from dprelease.tasks.staging import write_internal
 
 
 def unit_sensitivity(bounded: BoundedRows | None) -> int:
@@ -177,7 +184,8 @@ def map_client(address: str | None) -> Iterator[Any]:
         from distributed import Client
     except ImportError as err:
         raise RuntimeError("dask: a scheduler address needs the dask extra (pip install 'dprelease[dask]')") from err
-    with Client(address, timeout=DASK_CONNECT_SECONDS, set_as_default=False) as client:
+    client = Client(address, timeout=DASK_CONNECT_SECONDS, set_as_default=False)  # type: ignore[no-untyped-call]
+    with client:
         yield client
 
 
@@ -323,7 +331,8 @@ def _measure_junction(
     coarse_distributions = {n: np.bincount(maps[n], weights=distributions[n], minlength=coarse_sizes[n])
                             if n in maps else distributions[n] for n in names}
     pairs, _ = counter.count(domains, rules, list(planned.candidates), maps)
-    scores = independence_scores(pairs, coarse_distributions, total)
+    scores = independence_scores({(key[0], key[1]): table for key, table in pairs.items()},
+                                 {n: np.asarray(d, dtype=np.float64) for n, d in coarse_distributions.items()}, total)
     tree, tree_records = select_spanning_tree(names, list(planned.candidates), scores, planned.tree_budget, context,
                                               score_sensitivity=sensitivity)
     order = tree_order(names, tree, planned.root or hub(names, tree))

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
-from dp.accounting import Ledger, LedgerStatus
-from dp.budget import describe
-from dp.errors import LedgerError
-from schemas.model import ReleaseSpec, load_spec
-from schemas.plan import ReleasePlan, plan_release
-from tasks import sensitive_task
-from tasks.ingest import parquet_files
+from dprelease.dp.accounting import Ledger, LedgerStatus
+from dprelease.dp.budget import describe
+from dprelease.dp.errors import LedgerError
+from dprelease.schemas.model import ReleaseSpec, load_spec
+from dprelease.schemas.plan import ReleasePlan, plan_release
+from dprelease.tasks import sensitive_task
+from dprelease.tasks.ingest import parquet_files
 
 
 def _sha256(path: Path) -> str:

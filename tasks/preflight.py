@@ -20,12 +20,12 @@ from fractions import Fraction
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from dp.accounting import Ledger
-from dp.errors import BudgetExceededError, LedgerError
-from schemas.identifiers import check_identifier
-from schemas.model import ReleaseSpec, load_spec
-from schemas.plan import plan_release
-from tasks.ingest import InputError, check_structure, parquet_files
+from dprelease.dp.accounting import Ledger
+from dprelease.dp.errors import BudgetExceededError, LedgerError
+from dprelease.schemas.identifiers import check_identifier
+from dprelease.schemas.model import ReleaseSpec, load_spec
+from dprelease.schemas.plan import plan_release
+from dprelease.tasks.ingest import InputError, check_structure, parquet_files
 
 DASK_TIMEOUT_SECONDS = 5.0
 """How long the Dask scheduler has to accept a connection before the release is refused."""

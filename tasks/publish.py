@@ -5,23 +5,31 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from importlib import metadata
 from pathlib import Path
 
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from dp.accounting import Ledger, LedgerStatus, fault_point
-from dp.svt import DiscoveredBounds
-from schemas.audit import budget_table, build_audit, render_markdown
-from schemas.model import load_spec
-from schemas.plan import ReleasePlan
-from schemas.report_html import render_html
-from tasks import public_task, sensitive_task
-from tasks.measure import Measured
-from tasks.staging import MANIFEST, file_entries, file_sha256, final_dir, make_public, manifest_seal, verify_release
-from tasks.synthesize import SynthesisResult
+import dprelease
+from dprelease.dp.accounting import Ledger, LedgerStatus, fault_point
+from dprelease.dp.svt import DiscoveredBounds
+from dprelease.schemas.audit import budget_table, build_audit, render_markdown
+from dprelease.schemas.model import load_spec
+from dprelease.schemas.plan import ReleasePlan
+from dprelease.schemas.report_html import render_html
+from dprelease.tasks import public_task, sensitive_task
+from dprelease.tasks.measure import Measured
+from dprelease.tasks.staging import (
+    MANIFEST,
+    file_entries,
+    file_sha256,
+    final_dir,
+    make_public,
+    manifest_seal,
+    verify_release,
+)
+from dprelease.tasks.synthesize import SynthesisResult
 
 PACKAGES = ("dprelease", "opendp", "prefect", "great-expectations", "numpy", "pyarrow", "pandas")
 
@@ -34,13 +42,7 @@ def provenance() -> dict[str, str]:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
-    try:
-        root = Path(__file__).resolve().parents[1]
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10, check=False).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    out["commit"] = commit or "unknown"
+    out["commit"] = dprelease.commit()
     return out
 
 

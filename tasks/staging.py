@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from schemas.identifiers import FolderError, check_identifier, inside
+from dprelease.schemas.identifiers import FolderError, check_identifier, inside
 
 MANIFEST = "manifest.json"
 STAGING_RECORD = "staging-folder.txt"

@@ -12,20 +12,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger
 
-from dp.estimation import TreeModel, fit_tree
-from dp.hierarchy import NoisyLevel, combine, make_consistent
-from dp.junction import FittedModel, JunctionTree, Marginal, junction_parents
-from dp.junction import estimate as estimate_junction
-from dp.marginals import NoisyMarginal
-from dp.postprocess import combined_one_way, consistent_marginals, estimate_total, round_preserving_sum
-from dp.random import synthetic_generator
-from dp.sampling import CodeArray, OutputColumn, decode, sample_codes, sample_junction
-from dp.svt import DiscoveredBounds
-from schemas.encoding import domains_for, hierarchy_tree, output_columns
-from schemas.model import Hierarchy, load_spec
-from schemas.plan import ReleasePlan
-from tasks import public_task
-from tasks.measure import Measured
+from dprelease.dp.estimation import TreeModel, fit_tree
+from dprelease.dp.hierarchy import NoisyLevel, combine, make_consistent
+from dprelease.dp.junction import FittedModel, JunctionTree, Marginal, junction_parents
+from dprelease.dp.junction import estimate as estimate_junction
+from dprelease.dp.marginals import NoisyMarginal
+from dprelease.dp.postprocess import combined_one_way, consistent_marginals, estimate_total, round_preserving_sum
+from dprelease.dp.random import synthetic_generator
+from dprelease.dp.sampling import CodeArray, OutputColumn, decode, sample_codes, sample_junction
+from dprelease.dp.svt import DiscoveredBounds
+from dprelease.schemas.encoding import domains_for, hierarchy_tree, output_columns
+from dprelease.schemas.model import Hierarchy, load_spec
+from dprelease.schemas.plan import ReleasePlan
+from dprelease.tasks import public_task
+from dprelease.tasks.measure import Measured
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ def _fit_junction(
         if column in maps:
             values = np.bincount(maps[column], weights=m.counts.astype(np.float64), minlength=coarse_sizes[column])
             cells = np.bincount(maps[column], minlength=coarse_sizes[column])
-            observations.append(Marginal((column,), values, m.variance * cells.astype(np.float64)))
+            observations.append(Marginal((column,), values.astype(np.float64), m.variance * cells.astype(np.float64)))
         else:
             observations.append(Marginal((column,), m.counts.astype(np.float64), m.variance))
     fitted = estimate_junction(tree, observations, float(total))

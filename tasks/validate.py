@@ -7,13 +7,13 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
-from schemas.model import load_spec
-from schemas.plan import ReleasePlan
-from schemas.validation import validate_batches as run_expectations
-from tasks import sensitive_task
-from tasks.ingest import batch_count, dataset_schema, row_groups
-from tasks.progress import StageProgress
-from tasks.staging import write_internal
+from dprelease.schemas.model import load_spec
+from dprelease.schemas.plan import ReleasePlan
+from dprelease.schemas.validation import validate_batches as run_expectations
+from dprelease.tasks import sensitive_task
+from dprelease.tasks.ingest import batch_count, dataset_schema, row_groups
+from dprelease.tasks.progress import StageProgress
+from dprelease.tasks.staging import write_internal
 
 
 @sensitive_task("validate_table")

@@ -11,7 +11,7 @@ _HOME = tempfile.mkdtemp(prefix="dprelease-test-prefect-")
 os.environ["PREFECT_HOME"] = _HOME
 os.environ.setdefault("DPRELEASE_HOME", str(Path(_HOME) / "state"))
 
-from flows.settings import configure  # noqa: E402
+from dprelease.flows.settings import configure  # noqa: E402
 
 configure()
 

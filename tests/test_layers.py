@@ -11,14 +11,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _imports(path: Path) -> set[str]:
+GENERIC = {"dp", "schemas", "tasks", "flows"}
+"""The repository's folders: installed as ``dprelease.<folder>``, never as top-level names."""
+
+
+def _modules(path: Path) -> set[str]:
+    """Every absolute module name a file imports."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
     return names
+
+
+def _imports(path: Path) -> set[str]:
+    """The top-level packages a file imports, with ``dprelease.<folder>`` counted as ``<folder>``."""
+    names = set()
+    for module in _modules(path):
+        parts = module.split(".")
+        names.add(parts[1] if parts[0] == "dprelease" and len(parts) > 1 else parts[0])
+    return names
+
+
+def test_nothing_imports_a_folder_by_its_bare_name():
+    """``dp``, ``schemas``, ``tasks`` and ``flows`` exist only inside the ``dprelease`` namespace."""
+    for folder in (*GENERIC, "tests", "benchmarks", "examples", "dprelease"):
+        for path in (ROOT / folder).rglob("*.py"):
+            bare = {m for m in _modules(path) if m.split(".")[0] in GENERIC}
+            assert not bare, f"{path.relative_to(ROOT)} imports {sorted(bare)} (use dprelease.<folder>)"
 
 
 def test_dp_never_imports_prefect_or_upper_layers():
@@ -34,7 +56,8 @@ def test_schemas_never_imports_prefect_tasks_or_flows():
 
 
 def test_importing_dp_does_not_load_prefect():
-    code = "import sys, dp.accounting, dp.svt, dp.marginals, dp.sampling; print('prefect' in sys.modules)"
+    code = ("import sys, dprelease.dp.accounting, dprelease.dp.svt, dprelease.dp.marginals, "
+            "dprelease.dp.sampling; print('prefect' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 

@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dp.local.bits import Bits, IntArray, at_least, at_most, bernoulli
+from dprelease.dp.local.bits import Bits, IntArray, at_least, at_most, bernoulli
 
 GRID = 1 << 32
 """Denominator of every probability (probabilities are multiples of 2⁻³²)."""

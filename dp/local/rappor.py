@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from dp.local.bits import Bits, IntArray, bernoulli
+from dprelease.dp.local.bits import Bits, IntArray, bernoulli
 
 FloatArray = npt.NDArray[np.float64]
 UINT8 = npt.NDArray[np.uint8]

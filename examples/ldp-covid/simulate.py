@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from dp.local.bits import SecureBits  # noqa: E402
-from dp.local.simulate import population  # noqa: E402
-from schemas.ldp import encode_batch, load_collection  # noqa: E402
+from dprelease.dp.local.bits import SecureBits  # noqa: E402
+from dprelease.dp.local.simulate import population  # noqa: E402
+from dprelease.schemas.ldp import encode_batch, load_collection  # noqa: E402
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dp.budget import (
+from dprelease.dp.budget import (
     PureBudget,
     ZCDPBudget,
     approx_from_zcdp,
@@ -21,7 +21,7 @@ from dp.budget import (
     zcdp_from_approx_cks,
     zcdp_from_pure,
 )
-from dp.errors import ParameterError
+from dprelease.dp.errors import ParameterError
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), -float("inf"), "abc", True, None, [1]])

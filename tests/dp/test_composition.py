@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.budget import (
+from dprelease.dp.budget import (
     ApproxBudget,
     PureBudget,
     ZCDPBudget,
@@ -30,7 +30,7 @@ from dp.budget import (
     rdp_gaussian,
     sequential_composition,
 )
-from dp.errors import ParameterError
+from dprelease.dp.errors import ParameterError
 
 HIGH = decimal.Context(prec=80)
 TOLERANCE = Fraction(1, 10**12)

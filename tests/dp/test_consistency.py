@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.accounting import Measurement
-from dp.budget import ZCDPBudget
-from dp.marginals import NoisyMarginal
-from dp.postprocess import combined_one_way, consistent_marginals, fit_margins, round_matrix
+from dprelease.dp.accounting import Measurement
+from dprelease.dp.budget import ZCDPBudget
+from dprelease.dp.marginals import NoisyMarginal
+from dprelease.dp.postprocess import combined_one_way, consistent_marginals, fit_margins, round_matrix
 
 
 def _noisy(columns, shape, counts, std):

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from dp.contributions import bound_contributions
-from dp.errors import ParameterError
+from dprelease.dp.contributions import bound_contributions
+from dprelease.dp.errors import ParameterError
 
 
 def _kept_per_id(ids, keep):

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.errors import ParameterError
-from dp.hierarchy import Hierarchy, least_squares, make_consistent, nonnegative, round_consistent
-from dp.postprocess import project_simplex, round_preserving_sum
+from dprelease.dp.errors import ParameterError
+from dprelease.dp.hierarchy import Hierarchy, least_squares, make_consistent, nonnegative, round_consistent
+from dprelease.dp.postprocess import project_simplex, round_preserving_sum
 
 # ---------------------------------------------------------------------------------------------------------------
 # Helpers
@@ -499,8 +499,8 @@ def test_round_consistent_properties_on_hypothesis_trees(data):
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=3), st.data())
 def test_one_row_moves_every_level_count_by_exactly_one(fanouts, data):
     """The pre-noise level counts of the release (tasks.measure.level_counts): sensitivity 1 at every level."""
-    from schemas.model import Hierarchy as SchemaHierarchy
-    from tasks.measure import level_counts
+    from dprelease.schemas.model import Hierarchy as SchemaHierarchy
+    from dprelease.tasks.measure import level_counts
 
     tree = Hierarchy.from_fanouts(fanouts)
     parents = tuple(tuple(int(x) for x in p) for p in tree.parents[1:])  # below the implicit root

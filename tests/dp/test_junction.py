@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.accounting import Ledger, ReleaseContext
-from dp.budget import PureBudget, ZCDPBudget
-from dp.cliques import (
+from dprelease.dp.accounting import Ledger, ReleaseContext
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.cliques import (
     CONDITIONAL_L1_SENSITIVITY,
     candidate_triples,
     coarse_map,
@@ -20,10 +20,10 @@ from dp.cliques import (
     select_cliques,
     tree_order,
 )
-from dp.errors import ParameterError
-from dp.junction import JunctionTree, Marginal, estimate, junction_parents
-from dp.random import secure_noise
-from dp.sampling import _alias_tables, _group_draw, adjust_to_counts, sample_junction, systematic_draw
+from dprelease.dp.errors import ParameterError
+from dprelease.dp.junction import JunctionTree, Marginal, estimate, junction_parents
+from dprelease.dp.random import secure_noise
+from dprelease.dp.sampling import _alias_tables, _group_draw, adjust_to_counts, sample_junction, systematic_draw
 
 
 @settings(max_examples=400, deadline=None)
@@ -171,7 +171,7 @@ def test_alias_tables_give_each_code_exactly_its_share(groups, width, seed):
 
 
 def test_large_tables_draw_independently_from_each_groups_distribution(monkeypatch):
-    import dp.sampling as sampling
+    import dprelease.dp.sampling as sampling
 
     monkeypatch.setattr(sampling, "SYSTEMATIC_ROWS", 1000)
     generator = np.random.default_rng(5)
@@ -245,7 +245,7 @@ def test_a_marginal_may_carry_one_variance_per_cell():
 def test_logsumexp_matches_scipy(rows, cols, seed):
     from scipy.special import logsumexp as reference
 
-    from dp.junction import logsumexp
+    from dprelease.dp.junction import logsumexp
 
     array = np.random.default_rng(seed).normal(0, 50, size=(rows, cols, 3))
     for axis in (None, 0, 1, (0, 2), (0, 1, 2)):

@@ -11,10 +11,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dp.accounting import Ledger, ReleaseContext, head_path, measure, release_lock
-from dp.budget import PureBudget, ZCDPBudget
-from dp.errors import BudgetExceededError, LedgerError
-from dp.mechanisms import DiscreteGaussian
+from dprelease.dp.accounting import Ledger, ReleaseContext, head_path, measure, release_lock
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.errors import BudgetExceededError, LedgerError
+from dprelease.dp.mechanisms import DiscreteGaussian
 from tests.noise import SpyNoise
 
 CAP = ZCDPBudget(Fraction(1))

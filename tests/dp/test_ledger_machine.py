@@ -11,9 +11,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from dp.accounting import Ledger
-from dp.budget import PureBudget, ZCDPBudget
-from dp.errors import BudgetExceededError, LedgerError, ParameterError
+from dprelease.dp.accounting import Ledger
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.errors import BudgetExceededError, LedgerError, ParameterError
 
 CAP = Fraction(1)
 amounts = st.fractions(min_value=Fraction(1, 100), max_value=Fraction(3, 4), max_denominator=1000)

@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dp.accounting import Measurement
-from dp.budget import ZCDPBudget
-from dp.marginals import NoisyMarginal
-from dp.postprocess import consistent_counts, estimate_total, project_simplex, round_preserving_sum
+from dprelease.dp.accounting import Measurement
+from dprelease.dp.budget import ZCDPBudget
+from dprelease.dp.marginals import NoisyMarginal
+from dprelease.dp.postprocess import consistent_counts, estimate_total, project_simplex, round_preserving_sum
 
 noisy = arrays(np.int64, st.integers(1, 60), elements=st.integers(-500, 5000))
 
@@ -58,7 +58,7 @@ def test_estimate_total_weights_by_inverse_variance():
 
 
 def test_projection_onto_a_subnormal_total_keeps_the_largest_cell():
-    from dp.postprocess import project_simplex
+    from dprelease.dp.postprocess import project_simplex
 
     out = project_simplex(np.array([1.0, 0.5]), 5e-324)  # used to raise IndexError
     assert (out >= 0).all() and abs(out.sum() - 5e-324) < 1e-300

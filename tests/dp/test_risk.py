@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.errors import ParameterError
-from dp.risk import (
+from dprelease.dp.errors import ParameterError
+from dprelease.dp.risk import (
     DCRReport,
     KAnonymityReport,
     RiskReport,
@@ -352,7 +352,7 @@ def test_adult_canary_never_reaches_the_report(adult):
 def test_real_rows_for_the_dcr_are_chosen_by_the_secure_source(monkeypatch):
     import secrets
 
-    import dp.risk
+    import dprelease.dp.risk
 
     calls = []
 
@@ -360,8 +360,8 @@ def test_real_rows_for_the_dcr_are_chosen_by_the_secure_source(monkeypatch):
         calls.append(size)
         return secrets.token_bytes(size)
 
-    monkeypatch.setattr(dp.risk.closest_record_distances, "__kwdefaults__",
-                        {**dp.risk.closest_record_distances.__kwdefaults__, "random_bytes": spy})
+    monkeypatch.setattr(dprelease.dp.risk.closest_record_distances, "__kwdefaults__",
+                        {**dprelease.dp.risk.closest_record_distances.__kwdefaults__, "random_bytes": spy})
     rng = np.random.default_rng(5)
     real = pa.table({"x": rng.normal(size=300)})
     closest_record_distances(real, pa.table({"x": rng.normal(size=20)}), ["x"], sample=50)
@@ -369,7 +369,7 @@ def test_real_rows_for_the_dcr_are_chosen_by_the_secure_source(monkeypatch):
 
 
 def test_the_prefilter_of_exact_matching_keeps_every_possible_match():
-    from dp.risk import _possible_matches
+    from dprelease.dp.risk import _possible_matches
 
     real = pa.table({"a": pa.array([1, 2, None, 4], pa.int64()), "s": pa.array(["x", None, "y", "x"]),
                      "f": pa.array([0.5, float("nan"), 1.0, 2.0])})

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.accounting import Ledger, ReleaseContext
-from dp.budget import ApproxBudget, PureBudget, ZCDPBudget
-from dp.errors import BudgetExceededError, ParameterError
-from dp.random import OpenDPNoise
-from dp.selection import (
+from dprelease.dp.accounting import Ledger, ReleaseContext
+from dprelease.dp.budget import ApproxBudget, PureBudget, ZCDPBudget
+from dprelease.dp.errors import BudgetExceededError, ParameterError
+from dprelease.dp.random import OpenDPNoise
+from dprelease.dp.selection import (
     ExponentialMechanism,
     OpenDPSelection,
     PermuteAndFlip,
@@ -23,7 +23,7 @@ from dp.selection import (
     run_selection,
     selection_source,
 )
-from dp.teaching import Gaussian, Laplace
+from dprelease.dp.teaching import Gaussian, Laplace
 from tests.noise import SeededNoise, SpyNoise
 
 BUDGETS = (PureBudget(Fraction(1, 3)), PureBudget(Fraction(7, 10)), PureBudget(Fraction(1, 1000)), PureBudget(3))
@@ -410,8 +410,8 @@ def test_zcdp_ledger_books_the_exponential_mechanism_at_epsilon_squared_over_eig
 
 
 def test_a_mechanisms_own_zcdp_bound_may_not_exceed_epsilon_squared_over_two():
-    from dp.accounting import ledger_loss
-    from dp.errors import LedgerError
+    from dprelease.dp.accounting import ledger_loss
+    from dprelease.dp.errors import LedgerError
 
     assert ledger_loss(PureBudget(1), "zcdp", ZCDPBudget(Fraction(1, 8))) == ZCDPBudget(Fraction(1, 8))
     assert ledger_loss(PureBudget(1), "zcdp") == ZCDPBudget(Fraction(1, 2))

@@ -28,12 +28,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dp.budget import PureBudget, ZCDPBudget
-from dp.marginals import ColumnDomain, ColumnRule, _bin_lookup, count_all
-from dp.mechanisms import DiscreteGaussian, DiscreteLaplace
-from schemas.encoding import domains_for, rules_for
-from schemas.model import load_schema
-from tasks.measure import _mechanism, unit_sensitivity
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.marginals import ColumnDomain, ColumnRule, _bin_lookup, count_all
+from dprelease.dp.mechanisms import DiscreteGaussian, DiscreteLaplace
+from dprelease.schemas.encoding import domains_for, rules_for
+from dprelease.schemas.model import load_schema
+from dprelease.tasks.measure import _mechanism, unit_sensitivity
 
 SCHEMA = {
     "table": "t",

@@ -8,10 +8,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.accounting import Ledger, ReleaseContext
-from dp.budget import PureBudget, ZCDPBudget
-from dp.random import secure_noise
-from dp.structure import independence_scores, select_spanning_tree
+from dprelease.dp.accounting import Ledger, ReleaseContext
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.random import secure_noise
+from dprelease.dp.structure import independence_scores, select_spanning_tree
 
 
 def _context(ledger: Ledger) -> ReleaseContext:

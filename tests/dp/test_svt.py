@@ -6,10 +6,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dp.accounting import Ledger, ReleaseContext
-from dp.budget import PureBudget, ZCDPBudget
-from dp.errors import ParameterError
-from dp.svt import (
+from dprelease.dp.accounting import Ledger, ReleaseContext
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.errors import ParameterError
+from dprelease.dp.svt import (
     AboveThreshold,
     discover_bounds,
     geometric_grid,

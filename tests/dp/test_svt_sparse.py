@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dp.accounting import Ledger, ReleaseContext
-from dp.budget import PureBudget, ZCDPBudget
-from dp.errors import BudgetExceededError, ParameterError
-from dp.svt import (
+from dprelease.dp.accounting import Ledger, ReleaseContext
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.errors import BudgetExceededError, ParameterError
+from dprelease.dp.svt import (
     AboveThreshold,
     MonotoneAboveThreshold,
     NoisyRangeCounts,

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dp.estimation import fit_tree, spanning_forest
-from dp.marginals import Binning, category_domain, numeric_domain
-from dp.sampling import OutputColumn, decode, sample_codes
+from dprelease.dp.estimation import fit_tree, spanning_forest
+from dprelease.dp.marginals import Binning, category_domain, numeric_domain
+from dprelease.dp.sampling import OutputColumn, decode, sample_codes
 
 
 def test_forest_skips_cycles_and_isolated_columns_are_roots():
@@ -55,7 +55,7 @@ def test_exact_root_counts_are_reproduced_and_children_follow_them(rng):
 def test_exact_counts_must_be_a_root_and_sum_to_the_rows(rng):
     import pytest
 
-    from dp.errors import InternalError
+    from dprelease.dp.errors import InternalError
 
     one = {"a": np.array([5, 5]), "b": np.array([5, 5])}
     model = fit_tree(["a", "b"], {"a": 2, "b": 2}, one, {("a", "b"): np.array([5, 0, 0, 5])})

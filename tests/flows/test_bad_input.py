@@ -3,7 +3,7 @@
 Three outcomes, each proved with a spy on the production noise sampler and the ledger:
 
 - refused before the data file is opened (a bad spec or schema, a release over the remaining budget,
-  a plan over the cell limit): the data file has been moved away and ``tasks.ingest.open_parquet`` is
+  a plan over the cell limit): the data file has been moved away and ``dprelease.tasks.ingest.open_parquet`` is
   spied on, so any read would show; nothing is charged and nothing stays reserved;
 - refused before any noise is drawn (an unreadable, truncated or corrupted file; missing, duplicated or
   mistyped columns): the reservation is released (status ``failed``), nothing is charged or published;
@@ -29,14 +29,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-import tasks.ingest
-from dp.accounting import Ledger
-from dp.budget import ZCDPBudget
-from dp.errors import BudgetExceededError, LedgerError, ParameterError
-from dp.random import OpenDPNoise
-from schemas.model import MAX_CELLS, SchemaError, load_schema, load_spec
-from schemas.plan import plan_release
-from tasks.ingest import InputError
+import dprelease.tasks.ingest
+from dprelease.dp.accounting import Ledger
+from dprelease.dp.budget import ZCDPBudget
+from dprelease.dp.errors import BudgetExceededError, LedgerError, ParameterError
+from dprelease.dp.random import OpenDPNoise
+from dprelease.schemas.model import MAX_CELLS, SchemaError, load_schema, load_spec
+from dprelease.schemas.plan import plan_release
+from dprelease.tasks.ingest import InputError
 from tests.steward import steward_of
 
 DATASET = "bad-input"
@@ -116,20 +116,20 @@ def draws(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.fixture
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Records every path given to ``tasks.ingest.open_parquet`` (the one way the data file is opened)."""
+    """Records every path given to ``dprelease.tasks.ingest.open_parquet`` (the one way the data file is opened)."""
     paths: list[Path] = []
-    real = tasks.ingest.open_parquet
+    real = dprelease.tasks.ingest.open_parquet
 
     def spy(path: Path) -> Any:
         paths.append(path)
         return real(path)
 
-    monkeypatch.setattr(tasks.ingest, "open_parquet", spy)
+    monkeypatch.setattr(dprelease.tasks.ingest, "open_parquet", spy)
     return paths
 
 
 def _run(spec: Path, tmp_path: Path, release_id: str) -> Path:
-    from flows.release import release
+    from dprelease.flows.release import release
 
     return Path(release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(tmp_path / "ledger.sqlite"),
                         release_id=release_id))

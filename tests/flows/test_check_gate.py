@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from flows.cli import main
-from schemas.model import load_schema
+from dprelease.flows.cli import main
+from dprelease.schemas.model import load_schema
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 SCHEMA = ADULT / "schema.yaml"
@@ -147,7 +147,7 @@ def test_usage_and_schema_errors_exit_2_with_an_error_testcase(tmp_path, capsys)
 
 @pytest.mark.e2e
 def test_check_quality_flow_passes_on_adult_and_fails_on_a_bad_table(prefect_harness, tmp_path, caplog):
-    from flows.check import DataQualityError, check_quality
+    from dprelease.flows.check import DataQualityError, check_quality
 
     assert check_quality(schema_path=str(SCHEMA), data_path=str(ADULT / "adult.parquet")) is True
 
@@ -184,7 +184,7 @@ def test_check_quality_flow_names_a_missing_column_in_its_rule_outcomes(prefect_
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from flows.check import DataQualityError, check_quality
+    from dprelease.flows.check import DataQualityError, check_quality
 
     data = tmp_path / "no-age.parquet"
     pq.write_table(pq.read_table(ADULT / "adult.parquet").drop_columns(["age"]), data)

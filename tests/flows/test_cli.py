@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from flows.cli import main
+from dprelease.flows.cli import main
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 
@@ -59,7 +59,7 @@ def test_plan_prints_the_budget_without_data(tmp_path, capsys):
 def test_verify_detects_a_flipped_byte(tmp_path, capsys):
     import json
 
-    from tasks.staging import file_entries, manifest_seal
+    from dprelease.tasks.staging import file_entries, manifest_seal
 
     release = tmp_path / "rel"
     (release / "synthetic").mkdir(parents=True)

@@ -18,11 +18,11 @@ import yaml
 
 distributed = pytest.importorskip("distributed")
 
-from dp.accounting import Ledger  # noqa: E402
-from schemas.encoding import domains_for, rules_for  # noqa: E402
-from schemas.model import load_spec  # noqa: E402
-from tasks.ingest import row_group_refs  # noqa: E402
-from tasks.measure import Counter, map_client, map_partitions  # noqa: E402
+from dprelease.dp.accounting import Ledger  # noqa: E402
+from dprelease.schemas.encoding import domains_for, rules_for  # noqa: E402
+from dprelease.schemas.model import load_spec  # noqa: E402
+from dprelease.tasks.ingest import row_group_refs  # noqa: E402
+from dprelease.tasks.measure import Counter, map_client, map_partitions  # noqa: E402
 from tests.steward import steward_of  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -81,9 +81,9 @@ def test_the_map_on_the_cluster_gives_the_in_process_exact_counts(prefect_harnes
 
 def test_a_release_with_the_cli_dask_option_completes(prefect_harness, cluster, example, tmp_path, capsys,
                                                      monkeypatch):
-    from flows.cli import main
+    from dprelease.flows.cli import main
 
-    monkeypatch.setattr("tasks.measure.DASK_MIN_ROWS", 0)  # Adult is small: count it on the cluster anyway
+    monkeypatch.setattr("dprelease.tasks.measure.DASK_MIN_ROWS", 0)  # Adult is small: count it on the cluster anyway
 
     ledger = tmp_path / "ledger.sqlite"
     with distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
@@ -126,9 +126,9 @@ def test_a_failure_on_a_worker_comes_back_message_free(cluster, tmp_path):
     """A library error carrying a raw value on a worker reaches the client as a message-free StageFailed."""
     import pyarrow as pa
 
-    from dp.marginals import ColumnDomain
-    from tasks import StageFailed
-    from tasks.ingest import remote_count_partition
+    from dprelease.dp.marginals import ColumnDomain
+    from dprelease.tasks import StageFailed
+    from dprelease.tasks.ingest import remote_count_partition
 
     data = tmp_path / "strings.parquet"
     pq.write_table(pa.table({"x": ["CANARY_dask_Qw7"] * 3}), data)  # pyarrow's parse error quotes the value
@@ -145,7 +145,7 @@ def test_a_failure_on_a_worker_comes_back_message_free(cluster, tmp_path):
 
 def test_a_small_table_is_counted_in_process_even_with_a_scheduler(prefect_harness, cluster, example, tmp_path,
                                                                    capsys, caplog):
-    from flows.cli import main
+    from dprelease.flows.cli import main
 
     with distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
         code = main(["release", str(example), "--out", str(tmp_path / "out"), "--ledger", str(tmp_path / "l.sqlite"),

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tasks.ingest import InputError, check_structure, dataset_schema, read_table, row_group_refs
+from dprelease.tasks.ingest import InputError, check_structure, dataset_schema, read_table, row_group_refs
 from tests.steward import steward_of
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +67,7 @@ def test_files_that_disagree_in_schema_are_named_with_the_first_differing_column
 
 @pytest.fixture(scope="module")
 def folder_release(prefect_harness, tmp_path_factory):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     tmp = tmp_path_factory.mktemp("folder")
     spec, _ = _example(tmp, pq.read_table(ADULT / "adult.parquet"))
@@ -86,7 +86,7 @@ def test_a_release_of_adult_split_into_three_files(folder_release):
 
 
 def test_a_folder_whose_files_disagree_is_refused_before_any_noise(prefect_harness, tmp_path):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     spec, folder = _example(tmp_path, pq.read_table(ADULT / "adult.parquet"))
     odd = pq.read_table(folder / "part-2.parquet").drop_columns(["education"])

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import tasks.evaluate as evaluate
-from dp.risk import exact_match_share
-from tasks.evaluate import secure_order, take_rows
+import dprelease.tasks.evaluate as evaluate
+from dprelease.dp.risk import exact_match_share
+from dprelease.tasks.evaluate import secure_order, take_rows
 
 ROOT = Path(__file__).parents[2]
 ADULT = ROOT / "examples" / "adult"

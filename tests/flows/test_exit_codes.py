@@ -16,11 +16,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-import tasks.validate
-from dp.accounting import Ledger
-from dp.budget import ZCDPBudget
-from flows.cli import EXIT_CODES, main
-from schemas.model import load_spec
+import dprelease.tasks.validate
+from dprelease.dp.accounting import Ledger
+from dprelease.dp.budget import ZCDPBudget
+from dprelease.flows.cli import EXIT_CODES, main
+from dprelease.schemas.model import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
@@ -40,7 +40,7 @@ def _cli(*args: str, cwd: Path, timeout: float = 120) -> tuple[int, str, str, fl
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(DPRELEASE_HOME=str(cwd / ".dprelease"), PYTHONPATH=str(ROOT))
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "dprelease", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout, check=False)
     return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
 
@@ -161,7 +161,7 @@ def test_published_exits_0_and_an_unexpected_stage_failure_exits_1_with_one_line
     def broken(*args, **kwargs):
         raise RuntimeError("a failure whose text could hold a value: 918273645")
 
-    monkeypatch.setattr(tasks.validate, "run_expectations", broken)
+    monkeypatch.setattr(dprelease.tasks.validate, "run_expectations", broken)
     code = main(["release", str(spec), "--out", str(out), "--ledger", str(ledger), "--release-id", "broken"])
     assert code == 1
     err = capsys.readouterr().err

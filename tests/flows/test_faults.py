@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dp.accounting import FAULT_ENV, Ledger
-from tasks.staging import verify_release
+from dprelease.dp.accounting import FAULT_ENV, Ledger
+from dprelease.tasks.staging import verify_release
 from tests.examples import adult_example
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +44,7 @@ def _release(tmp_path: Path, spec: Path, rid: str, fault: str | None = None) -> 
                PREFECT_API_URL=str(PREFECT_API_URL.value()))
     if fault:
         env[FAULT_ENV] = fault
-    return subprocess.run([sys.executable, "-m", "flows.cli", "release", str(spec), "--out", str(tmp_path / "out"),
+    return subprocess.run([sys.executable, "-m", "dprelease", "release", str(spec), "--out", str(tmp_path / "out"),
                            "--ledger", str(tmp_path / "ledger.sqlite"), "--release-id", rid],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
-from schemas.identifiers import FolderError, IdentifierError, check_identifier, inside
-from schemas.model import SchemaError, load_spec
-from tasks.ingest import InputError
-from tasks.preflight import check_steward_root
-from tasks.staging import STAGING_RECORD, create_staging, create_steward, manifest_seal, verify_release
+from dprelease.flows.cli import main
+from dprelease.schemas.identifiers import FolderError, IdentifierError, check_identifier, inside
+from dprelease.schemas.model import SchemaError, load_spec
+from dprelease.tasks.ingest import InputError
+from dprelease.tasks.preflight import check_steward_root
+from dprelease.tasks.staging import STAGING_RECORD, create_staging, create_steward, manifest_seal, verify_release
 from tests.examples import adult_example
 from tests.steward import steward_of
 
@@ -54,7 +54,7 @@ def test_the_command_refuses_a_hostile_id_before_anything_starts(tmp_path, capsy
 @pytest.mark.e2e
 @pytest.mark.parametrize("rid", ["../../good1", "a/b"])
 def test_the_flow_refuses_a_hostile_id_before_the_ledger(prefect_harness, tmp_path, rid):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     spec = adult_example(tmp_path)
     with pytest.raises(IdentifierError):
@@ -105,7 +105,7 @@ def _release_folder(root: Path) -> Path:
     (root / "synthetic").mkdir(parents=True)
     (root / "synthetic" / "t.parquet").write_bytes(b"abcdef" * 100)
     (root / "audit.json").write_text("{}")
-    from tasks.staging import file_entries
+    from dprelease.tasks.staging import file_entries
 
     manifest: dict[str, object] = {"release_id": "r", "dataset": "d", "spec": "budget: {epsilon: 1}\n",
                                    "files": file_entries(root)}
@@ -139,7 +139,7 @@ def test_verify_catches_an_added_file_a_manifest_edit_and_a_symlink(tmp_path):
 def test_a_release_under_umask_0_keeps_public_and_steward_modes_and_reclaims_its_crashed_staging(
     prefect_harness, tmp_path
 ):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     spec = adult_example(tmp_path)
     out, internal = tmp_path / "out", tmp_path / "steward-root"

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flows.release import release
+from dprelease.flows.release import release
 from tests.steward import steward_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from dp.local.bits import SeededBits
-from dp.local.simulate import STATES, population
-from flows.cli import main
-from schemas.ldp import CollectionError, encode_batch, load_collection
+from dprelease.dp.local.bits import SeededBits
+from dprelease.dp.local.simulate import STATES, population
+from dprelease.flows.cli import main
+from dprelease.schemas.ldp import CollectionError, encode_batch, load_collection
 
 pytestmark = pytest.mark.e2e
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ldp-covid"
@@ -36,7 +36,7 @@ def _collection(tmp_path: Path, spec: str = "collection.yaml", people: int = 20_
 
 @pytest.mark.parametrize("spec", ["collection.yaml", "rappor.yaml"])
 def test_a_collection_is_decoded_and_published_with_its_guarantee(prefect_harness, tmp_path, spec):
-    from flows.ldp_collect import ldp_collect
+    from dprelease.flows.ldp_collect import ldp_collect
 
     path = _collection(tmp_path, spec, people=40_000)
     target = Path(ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=str(tmp_path / "reg.sqlite"),
@@ -59,7 +59,7 @@ def test_a_collection_is_decoded_and_published_with_its_guarantee(prefect_harnes
 
 
 def test_bad_batches_are_refused_counted_and_left_in_place(prefect_harness, tmp_path):
-    from flows.ldp_collect import ldp_collect
+    from dprelease.flows.ldp_collect import ldp_collect
 
     path = _collection(tmp_path, people=10_000, days=2)
     collection = load_collection(path)
@@ -94,7 +94,7 @@ def test_bad_batches_are_refused_counted_and_left_in_place(prefect_harness, tmp_
 
 
 def test_changed_parameters_and_no_accepted_batch_are_refused(prefect_harness, tmp_path):
-    from flows.ldp_collect import ldp_collect
+    from dprelease.flows.ldp_collect import ldp_collect
 
     path = _collection(tmp_path, people=2_000, days=1)
     registry = str(tmp_path / "reg.sqlite")

@@ -26,16 +26,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import flows
-import tasks
-from tasks import is_sensitive, mark_sensitive
+from dprelease import flows, tasks
+from dprelease.tasks import is_sensitive, mark_sensitive
 from tests.steward import steward_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
 
 # Modules whose tasks read the raw table (or the checks built on it): every task there is sensitive.
-RAW_DATA_MODULES = {"tasks.ingest", "tasks.validate", "tasks.measure", "tasks.bounds", "tasks.evaluate", "flows.check"}
+RAW_DATA_MODULES = {"dprelease.tasks.ingest", "dprelease.tasks.validate", "dprelease.tasks.measure",
+                    "dprelease.tasks.bounds", "dprelease.tasks.evaluate", "dprelease.flows.check"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,7 +91,7 @@ def test_the_walk_catches_an_unmarked_raw_data_task_and_unsafe_settings():
     from prefect import task
     from prefect.cache_policies import DEFAULT
 
-    from tasks import PUBLIC, SENSITIVE
+    from dprelease.tasks import PUBLIC, SENSITIVE
 
     def read_raw(path: str) -> int:
         return len(path)
@@ -100,12 +100,13 @@ def test_the_walk_catches_an_unmarked_raw_data_task_and_unsafe_settings():
     retrying = mark_sensitive(task(name="read_raw_retrying", **{**SENSITIVE, "retries": 2})(read_raw))
     cached = mark_sensitive(task(name="read_raw_cached", retries=0, cache_policy=DEFAULT,
                                  persist_result=True)(read_raw))
-    problems = _violations([("tasks.ingest", unmarked), ("tasks.measure", retrying), ("tasks.plan", cached)])
-    assert any("tasks.ingest:read_raw reads raw data but is not marked" in p for p in problems)
+    problems = _violations([("dprelease.tasks.ingest", unmarked), ("dprelease.tasks.measure", retrying),
+                            ("dprelease.tasks.plan", cached)])
+    assert any("dprelease.tasks.ingest:read_raw reads raw data but is not marked" in p for p in problems)
     assert any("read_raw_retrying: retries must be 0" in p for p in problems)
     assert any("read_raw_cached: cache_policy must be NO_CACHE" in p for p in problems)
     assert any("read_raw_cached: persist_result must be False" in p for p in problems)
-    assert _violations([("tasks.publish", task(name="copy_public", **PUBLIC)(read_raw))]) == []
+    assert _violations([("dprelease.tasks.publish", task(name="copy_public", **PUBLIC)(read_raw))]) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,13 +133,13 @@ import sys
 import traceback
 from pathlib import Path
 
-from flows.settings import configure
+from dprelease.flows.settings import configure
 
 configure()  # as the dprelease command does: before Prefect is imported
 
-import flows.release  # noqa: E402
-import tasks.validate  # noqa: E402
-from flows.check import check_quality  # noqa: E402
+import dprelease.flows.release  # noqa: E402
+import dprelease.tasks.validate  # noqa: E402
+from dprelease.flows.check import check_quality  # noqa: E402
 
 work = Path(sys.argv[1])
 results = {}
@@ -153,7 +154,7 @@ def attempt(name, call):
 
 
 def release(example, rid):
-    return flows.release.release(spec=str(work / example / "release.yaml"), out=str(work / "out"),
+    return dprelease.flows.release.release(spec=str(work / example / "release.yaml"), out=str(work / "out"),
                                  ledger=str(work / f"ledger-{rid}.sqlite"), release_id=rid)
 
 
@@ -171,22 +172,23 @@ def broken_expectations(batches, schema, arrow_schema):
     raise RuntimeError(f"injected failure inside the validation task ({rows > 0})")
 
 
-flows.release.estimate_model, original = broken_estimate, flows.release.estimate_model
+dprelease.flows.release.estimate_model, original = broken_estimate, dprelease.flows.release.estimate_model
 attempt("release_stage_raises", lambda: release("canary", "r-safety-stage"))
-flows.release.estimate_model = original
-original_expectations, tasks.validate.run_expectations = tasks.validate.run_expectations, broken_expectations
+dprelease.flows.release.estimate_model = original
+original_expectations = dprelease.tasks.validate.run_expectations
+dprelease.tasks.validate.run_expectations = broken_expectations
 attempt("release_sensitive_task_raises", lambda: release("canary", "r-safety-sensitive"))
-tasks.validate.run_expectations = original_expectations
+dprelease.tasks.validate.run_expectations = original_expectations
 
 # A library's exception (pyarrow's) carrying a canary, raised inside each stage that handles raw rows.
 import pyarrow as pa  # noqa: E402
 
-import flows.check  # noqa: E402
-import tasks.bounds  # noqa: E402
-import tasks.evaluate  # noqa: E402
-import tasks.ingest  # noqa: E402
-import tasks.measure  # noqa: E402
-import tasks.publish  # noqa: E402
+import dprelease.flows.check  # noqa: E402
+import dprelease.tasks.bounds  # noqa: E402
+import dprelease.tasks.evaluate  # noqa: E402
+import dprelease.tasks.ingest  # noqa: E402
+import dprelease.tasks.measure  # noqa: E402
+import dprelease.tasks.publish  # noqa: E402
 
 LIBRARY_CANARY = sys.argv[2]
 
@@ -195,18 +197,20 @@ def library_failure(*args, **kwargs):
     raise pa.ArrowInvalid(f"could not convert {LIBRARY_CANARY} with type str: tried to convert to int64")
 
 
-for stage, module, name in [("inspect", tasks.ingest, "check_structure"),
-                            ("validate", tasks.validate, "run_expectations"),
-                            ("bounds", tasks.bounds, "tail_counts"), ("measure", tasks.measure, "count_all"),
-                            ("evaluate", tasks.evaluate, "utility"), ("publish", tasks.publish, "file_entries")]:
+for stage, module, name in [("inspect", dprelease.tasks.ingest, "check_structure"),
+                            ("validate", dprelease.tasks.validate, "run_expectations"),
+                            ("bounds", dprelease.tasks.bounds, "tail_counts"),
+                            ("measure", dprelease.tasks.measure, "count_all"),
+                            ("evaluate", dprelease.tasks.evaluate, "utility"),
+                            ("publish", dprelease.tasks.publish, "file_entries")]:
     kept = getattr(module, name)
     setattr(module, name, library_failure)
     attempt(f"library_{stage}", lambda stage=stage: release("canary", f"r-library-{stage}"))
     setattr(module, name, kept)
-flows.check.validate_batches, kept = library_failure, flows.check.validate_batches
+dprelease.flows.check.validate_batches, kept = library_failure, dprelease.flows.check.validate_batches
 attempt("library_check", lambda: check_quality(schema_path=str(work / "canary" / "schema.yaml"),
                                                data_path=str(work / "canary" / "adult.parquet")))
-flows.check.validate_batches = kept
+dprelease.flows.check.validate_batches = kept
 
 attempt("check_fails", lambda: check_quality(schema_path=str(work / "canary" / "schema.yaml"),
                                              data_path=str(work / "canary" / "adult.parquet")))
@@ -385,7 +389,7 @@ def test_a_library_failure_is_recorded_in_full_for_the_steward_only(canary_runs)
 
 @pytest.mark.e2e
 def test_the_published_release_verifies(canary_runs):
-    from tasks.staging import verify_release
+    from dprelease.tasks.staging import verify_release
 
     assert verify_release(canary_runs.work / "out" / "us-cps-1994-adult" / "r-safety-ok") == []
     print(f"canary runs took {canary_runs.seconds:.0f} s")

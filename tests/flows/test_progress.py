@@ -6,13 +6,13 @@ import logging
 
 import pytest
 
-import tasks.progress
-from tasks.progress import StageProgress
+import dprelease.tasks.progress
+from dprelease.tasks.progress import StageProgress
 
 
 def test_a_pass_logs_its_position_at_the_last_row_group_and_every_interval(caplog, monkeypatch):
     clock = iter(float(t) for t in range(0, 1000, 3))  # each row group takes 3 s
-    monkeypatch.setattr(tasks.progress.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(dprelease.tasks.progress.time, "monotonic", lambda: next(clock))
     progress = StageProgress("measure")
     with caplog.at_level(logging.INFO, logger="dprelease.progress"):
         assert list(progress.track(iter(range(10)), 10)) == list(range(10))
@@ -36,7 +36,7 @@ def test_a_sensitive_stage_announces_its_start_and_end_and_keeps_a_progress_arti
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterType
 
-    from tasks import sensitive_task
+    from dprelease.tasks import sensitive_task
 
     @sensitive_task("count_things")
     def count_things() -> int:

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from dp.accounting import Ledger
-from dp.errors import BudgetExceededError
-from schemas.model import load_schema, load_spec
+from dprelease.dp.accounting import Ledger
+from dprelease.dp.errors import BudgetExceededError
+from dprelease.schemas.model import load_schema, load_spec
 from tests.steward import steward_of
 
 pytestmark = pytest.mark.e2e
@@ -60,7 +60,7 @@ def _public_files(release: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def adult_release(prefect_harness, tmp_path_factory):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     tmp = tmp_path_factory.mktemp("adult")
     spec = _example(tmp, _canary_table())
@@ -182,7 +182,7 @@ def test_internal_report_has_disclosure_risk_and_utility_charts(adult_release):
 
 
 def test_public_html_report_is_the_rendering_of_audit_json(adult_release):
-    from schemas.report_html import render_html
+    from dprelease.schemas.report_html import render_html
 
     target, _, _ = adult_release
     audit = json.loads((target / "audit.json").read_text())
@@ -220,7 +220,7 @@ def test_public_audit_holds_no_forbidden_item(adult_release):
 
 
 def test_second_release_beyond_the_lifetime_budget_is_refused_before_reading_data(prefect_harness, tmp_path):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     spec = _example(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9}, release_cap=None)
     ledger = tmp_path / "ledger.sqlite"
@@ -236,16 +236,17 @@ def test_second_release_beyond_the_lifetime_budget_is_refused_before_reading_dat
 
 
 def test_a_failing_stage_publishes_nothing_and_keeps_drawn_charges(prefect_harness, tmp_path, monkeypatch):
-    import flows.release
+    import dprelease.flows.release
 
     def broken(*args, **kwargs):
         raise RuntimeError("injected failure after measurement")
 
-    monkeypatch.setattr(flows.release, "estimate_model", broken)
+    monkeypatch.setattr(dprelease.flows.release, "estimate_model", broken)
     spec = _example(tmp_path)
     ledger = tmp_path / "ledger.sqlite"
     with pytest.raises(RuntimeError, match="injected failure"):
-        flows.release.release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(ledger), release_id="broken")
+        dprelease.flows.release.release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(ledger),
+                                        release_id="broken")
     dataset_dir = tmp_path / "out" / "us-cps-1994-adult"
     assert not dataset_dir.exists() or list(dataset_dir.iterdir()) == []
     with Ledger.open(ledger) as book:
@@ -257,7 +258,7 @@ def test_a_failing_stage_publishes_nothing_and_keeps_drawn_charges(prefect_harne
 
 
 def test_logs_hold_no_raw_value(prefect_harness, tmp_path, caplog):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     caplog.set_level(logging.DEBUG)
     spec = _example(tmp_path, _canary_table())
@@ -330,7 +331,7 @@ def test_synthetic_table_reproduces_the_published_hierarchy_counts(adult_release
 
 def test_three_level_geography_release(prefect_harness, tmp_path):
     """A generated table with state > county > tract (5 x 20 x 10) goes through the same release path."""
-    from flows.release import release
+    from dprelease.flows.release import release
 
     tracts = [f"S{s}C{c:02d}T{t}" for s in range(5) for c in range(20) for t in range(10)]
     chooser = np.random.default_rng(7)  # test data, not a release
@@ -364,7 +365,7 @@ def test_three_level_geography_release(prefect_harness, tmp_path):
 
 
 def test_auto_pairs_are_chosen_privately_booked_and_replayed(prefect_harness, tmp_path, monkeypatch):
-    import flows.release
+    import dprelease.flows.release
 
     folder = tmp_path / "example"
     folder.mkdir()
@@ -374,16 +375,18 @@ def test_auto_pairs_are_chosen_privately_booked_and_replayed(prefect_harness, tm
     ledger = tmp_path / "l.sqlite"
     out = tmp_path / "out"
     with monkeypatch.context() as patch:
-        patch.setattr(flows.release, "estimate_model", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("fault")))
+        patch.setattr(dprelease.flows.release, "estimate_model",
+                      lambda *a, **k: (_ for _ in ()).throw(RuntimeError("fault")))
         with pytest.raises(RuntimeError, match="fault"):
-            flows.release.release(spec=str(spec_path), out=str(out), ledger=str(ledger), release_id="auto-1")
+            dprelease.flows.release.release(spec=str(spec_path), out=str(out), ledger=str(ledger), release_id="auto-1")
     with Ledger.open(ledger) as book:
         drawn = book.charges(release_id="auto-1")
     selections = [c for c in drawn if c.stage == "selection"]
     assert len(selections) == 13 and all(c.query.startswith("spanning tree edge ") for c in selections)
     assert [c.seq for c in selections] < [c.seq for c in drawn if c.stage == "two_way"]  # chosen, then measured
 
-    target = Path(flows.release.release(spec=str(spec_path), out=str(out), ledger=str(ledger), release_id="auto-1"))
+    target = Path(dprelease.flows.release.release(spec=str(spec_path), out=str(out), ledger=str(ledger),
+                                                  release_id="auto-1"))
     with Ledger.open(ledger) as book:
         assert len(book.charges(release_id="auto-1")) == len(drawn)  # the re-run replayed every draw
     audit = json.loads((target / "audit.json").read_text())
@@ -403,7 +406,7 @@ def test_auto_pairs_are_chosen_privately_booked_and_replayed(prefect_harness, tm
 
 def test_contributions_are_bounded_per_privacy_unit(prefect_harness, tmp_path):
     """Households of 1-6 rows, at most 2 kept each: every mechanism is calibrated to sensitivity 2."""
-    from flows.release import release
+    from dprelease.flows.release import release
 
     chooser = np.random.default_rng(3)  # test data, not a release
     sizes = chooser.integers(1, 7, size=3000)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dp.accounting import Ledger
-from dp.errors import LedgerError, StageFailed
-from dp.random import OpenDPNoise
-from tasks.staging import public_files, verify_release
+from dprelease.dp.accounting import Ledger
+from dprelease.dp.errors import LedgerError, StageFailed
+from dprelease.dp.random import OpenDPNoise
+from dprelease.tasks.staging import public_files, verify_release
 
 pytestmark = pytest.mark.e2e
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
@@ -51,7 +51,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def _run(example: Path, tmp_path: Path, release_id: str) -> Path:
-    from flows.release import release
+    from dprelease.flows.release import release
 
     return Path(release(spec=str(example), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"),
                         release_id=release_id))
@@ -81,10 +81,10 @@ def test_rerun_of_a_published_release_replays_byte_identical_files(prefect_harne
 @pytest.mark.parametrize(
     ("stage", "target"),
     [
-        ("measure", "flows.release.estimate_model"),
-        ("estimate", "flows.release.sample_synthetic"),
-        ("sample", "flows.release.write_report"),
-        ("publish", "tasks.publish.os.rename"),
+        ("measure", "dprelease.flows.release.estimate_model"),
+        ("estimate", "dprelease.flows.release.sample_synthetic"),
+        ("sample", "dprelease.flows.release.write_report"),
+        ("publish", "dprelease.tasks.publish.os.rename"),
     ],
 )
 def test_fault_after_each_stage_publishes_nothing_and_the_rerun_replays(
@@ -120,11 +120,12 @@ def test_fault_after_each_stage_publishes_nothing_and_the_rerun_replays(
 
 
 def test_rerun_with_a_changed_spec_is_refused(prefect_harness, example, tmp_path):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     with pytest.raises(RuntimeError):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("flows.release.estimate_model", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
+            patch.setattr("dprelease.flows.release.estimate_model",
+                          lambda *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
             release(spec=str(example), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="c1")
     doc = yaml.safe_load(example.read_text())
     doc["allocation"] = {"bounds": 0.1, "one_way": 0.13, "selection": 0.09, "cliques": 0.63, "hierarchy": 0.05}
@@ -136,11 +137,12 @@ def test_rerun_with_a_changed_spec_is_refused(prefect_harness, example, tmp_path
 def test_rerun_on_changed_data_is_refused_before_any_draw(prefect_harness, example, tmp_path, draws):
     import pyarrow.parquet as pq
 
-    from flows.release import release
+    from dprelease.flows.release import release
 
     with pytest.raises(RuntimeError):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("flows.release.estimate_model", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
+            patch.setattr("dprelease.flows.release.estimate_model",
+                          lambda *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
             release(spec=str(example), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="d1")
     drawn = len(draws)
     table = pq.read_table(example.parent / "adult.parquet")

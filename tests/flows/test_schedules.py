@@ -16,7 +16,7 @@ from prefect.client.schemas.actions import DeploymentScheduleCreate
 from prefect.client.schemas.schedules import IntervalSchedule
 from prefect.flow_engine import run_flow
 
-from dp.errors import BudgetExceededError
+from dprelease.dp.errors import BudgetExceededError
 from tests.examples import adult_example
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,7 @@ def _active(deployment_id: object) -> list[bool]:
 
 
 def test_a_budget_refusal_pauses_the_deployments_schedules(prefect_harness, tmp_path):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     # A lifetime budget that admits one release like this one: the first spends it, the second is refused.
     spec = adult_example(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9}, release_cap=None)
@@ -56,7 +56,7 @@ def test_a_budget_refusal_pauses_the_deployments_schedules(prefect_harness, tmp_
 
 
 def test_other_failures_leave_the_schedules_alone(prefect_harness, tmp_path):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     spec = adult_example(tmp_path)
     (spec.parent / "adult.parquet").write_bytes(b"not parquet")  # an input error, not a budget refusal

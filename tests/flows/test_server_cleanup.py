@@ -44,7 +44,7 @@ def test_killing_the_command_takes_the_embedded_server_with_it(tmp_path):
         shutil.copy(ADULT / name, tmp_path / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(DPRELEASE_HOME=str(tmp_path / ".dprelease"), PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "release", str(tmp_path / "release.yaml"), "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "dprelease", "release", str(tmp_path / "release.yaml"), "--out",
                              str(tmp_path / "out")], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:

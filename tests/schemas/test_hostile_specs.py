@@ -14,12 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from dp.marginals import ColumnDomain, count_all
-from schemas.audit import build_audit  # noqa: F401  (the audit module loads with the new fields)
-from schemas.encoding import domains_for, rules_for
-from schemas.model import MAX_YAML_ALIASES, SchemaError, load_schema, load_spec
-from schemas.plan import plan_release
-from tasks.ingest import COALESCE_ROWS, batch_count, row_groups
+from dprelease.dp.marginals import ColumnDomain, count_all
+from dprelease.schemas.audit import build_audit  # noqa: F401  (the audit module loads with the new fields)
+from dprelease.schemas.encoding import domains_for, rules_for
+from dprelease.schemas.model import MAX_YAML_ALIASES, SchemaError, load_schema, load_spec
+from dprelease.schemas.plan import plan_release
+from dprelease.tasks.ingest import COALESCE_ROWS, batch_count, row_groups
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 
@@ -154,7 +154,7 @@ def test_twenty_thousand_one_row_row_groups_are_read_in_a_few_batches(tmp_path):
 
 
 def test_implausible_budgets_are_allowed_with_a_warning(tmp_path, caplog):
-    from tasks.preflight import warn_implausible
+    from dprelease.tasks.preflight import warn_implausible
 
     spec = load_spec(_example(tmp_path, budget={"epsilon": 20, "delta": 1e-4},
                               lifetime_budget={"epsilon": 50, "delta": 1e-4}, release_cap=None))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dp.budget import ZCDPBudget, approx_from_zcdp, approx_from_zcdp_cks
-from schemas.model import SchemaError, load_schema, load_spec
+from dprelease.dp.budget import ZCDPBudget, approx_from_zcdp, approx_from_zcdp_cks
+from dprelease.schemas.model import SchemaError, load_schema, load_spec
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 
@@ -192,7 +192,7 @@ def test_a_repeated_yaml_key_is_an_error_not_a_silent_overwrite(tmp_path):
 def test_hierarchy_split_and_allocation(tmp_path):
     spec = load_spec(_spec(tmp_path, hierarchy_split={"geography": {"region": 1, "native-country": 3}}))
     assert spec.hierarchy_split == {"geography": (Fraction(1), Fraction(3))}
-    from schemas.plan import plan_release
+    from dprelease.schemas.plan import plan_release
 
     plan = plan_release(spec, "r", 1)
     levels = [m for m in plan.measurements if m.stage == "hierarchy"]
@@ -206,7 +206,7 @@ def test_hierarchy_split_and_allocation(tmp_path):
 
 
 def test_two_hierarchy_columns_joined_by_marginals_are_refused_before_any_data(tmp_path):
-    from schemas.plan import plan_release
+    from dprelease.schemas.plan import plan_release
 
     doc = yaml.safe_load((ADULT / "schema.yaml").read_text())
     doc["hierarchies"]["work"] = {"column": "occupation", "levels": ["sector"],
@@ -218,7 +218,7 @@ def test_two_hierarchy_columns_joined_by_marginals_are_refused_before_any_data(t
 
 
 def test_auto_spec_plans_a_private_selection_before_any_data(tmp_path):
-    from schemas.plan import plan_release
+    from dprelease.schemas.plan import plan_release
 
     for name in ("schema.yaml", "adult.parquet", "release-auto.yaml"):
         shutil.copy(ADULT / name, tmp_path / name)
@@ -236,7 +236,7 @@ def test_auto_spec_plans_a_private_selection_before_any_data(tmp_path):
 
 
 def test_cells_weighting_gives_larger_marginals_more_budget(tmp_path):
-    from schemas.plan import plan_release
+    from dprelease.schemas.plan import plan_release
 
     plan = plan_release(load_spec(_spec(tmp_path)), "r", 1)
     by_query = {m.query: m.budget.amount for m in plan.measurements}
@@ -268,8 +268,8 @@ def test_privacy_unit_id_column(tmp_path):
 def test_a_missing_or_ill_typed_id_column_is_a_structural_problem():
     import pyarrow as pa
 
-    from schemas.model import Column, PrivacyUnit, TableSchema
-    from schemas.validation import structural_problems
+    from dprelease.schemas.model import Column, PrivacyUnit, TableSchema
+    from dprelease.schemas.validation import structural_problems
 
     schema = TableSchema("t", (Column("tenure", "category", categories=("own",)),), PrivacyUnit("household", 2))
     missing = structural_problems(schema, pa.schema([("tenure", pa.string())]))
@@ -280,7 +280,7 @@ def test_a_missing_or_ill_typed_id_column_is_a_structural_problem():
 
 
 def test_the_adult_example_plans_a_private_junction_tree(tmp_path):
-    from schemas.plan import plan_release
+    from dprelease.schemas.plan import plan_release
 
     spec = load_spec(ADULT / "release.yaml")
     assert spec.auto_cliques and spec.root is None and spec.clique_bins == 8
@@ -322,8 +322,8 @@ def test_root_and_bins_apply_to_cliques_only(tmp_path):
 
 
 def test_the_acs_example_schema_loads_plans_and_matches_its_file():
-    from schemas.plan import plan_release
-    from tasks.ingest import check_structure
+    from dprelease.schemas.plan import plan_release
+    from dprelease.tasks.ingest import check_structure
 
     example = Path(__file__).resolve().parents[2] / "examples" / "acs-ma2019"
     spec = load_spec(example / "release.yaml")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dp.budget import PureBudget, ZCDPBudget
-from schemas.model import SchemaError, load_spec
-from schemas.plan import plan_release
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.schemas.model import SchemaError, load_spec
+from dprelease.schemas.plan import plan_release
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 
@@ -40,9 +40,9 @@ def test_pure_plan_books_epsilon(tmp_path):
 
 
 def test_cell_limit(tmp_path, monkeypatch):
-    import schemas.plan
+    import dprelease.schemas.plan
 
-    monkeypatch.setattr(schemas.plan, "MAX_CELLS", 100)
+    monkeypatch.setattr(dprelease.schemas.plan, "MAX_CELLS", 100)
     with pytest.raises(SchemaError, match="the limit is 100"):
         plan_release(load_spec(ADULT / "release-pairs.yaml"), "r", 1)
 

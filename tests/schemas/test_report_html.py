@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dp.accounting import Charge, LedgerStatus, Measurement
-from dp.budget import PureBudget, ZCDPBudget
-from schemas.audit import build_audit
-from schemas.model import load_spec
-from schemas.plan import ReleasePlan, plan_release
-from schemas.report_html import render_html, render_internal_html
+from dprelease.dp.accounting import Charge, LedgerStatus, Measurement
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.schemas.audit import build_audit
+from dprelease.schemas.model import load_spec
+from dprelease.schemas.plan import ReleasePlan, plan_release
+from dprelease.schemas.report_html import render_html, render_internal_html
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from schemas.model import Column, TableSchema, load_schema
-from schemas.validation import (
+from dprelease.schemas.model import Column, TableSchema, load_schema
+from dprelease.schemas.validation import (
     ExpectationOutcome,
     Problem,
     ValidationReport,
@@ -292,7 +292,7 @@ def test_import_is_cheap():
 
 
 def test_a_check_ge_cannot_evaluate_is_a_failure_without_its_message(monkeypatch):
-    import schemas.validation as validation
+    import dprelease.schemas.validation as validation
 
     original = validation._canonical
 
@@ -330,7 +330,7 @@ def _mixed_failures() -> pa.Table:
 
 
 def test_batches_give_the_whole_tables_report(monkeypatch):
-    import schemas.validation as validation
+    import dprelease.schemas.validation as validation
 
     table = _mixed_failures()
     whole = validate_table(table, SCHEMA)
@@ -344,7 +344,7 @@ def test_batches_give_the_whole_tables_report(monkeypatch):
 
 
 def test_fast_paths_give_the_exact_slow_paths_report(monkeypatch):
-    import schemas.validation as validation
+    import dprelease.schemas.validation as validation
 
     table = _mixed_failures().set_column(5, "weight", pa.array([None if i % 8 == 0 else float(i) for i in range(40)]))
     fast = validate_table(table, SCHEMA)
@@ -358,7 +358,7 @@ def test_fast_paths_give_the_exact_slow_paths_report(monkeypatch):
 
 
 def test_empty_batches_are_one_empty_table():
-    import schemas.validation as validation
+    import dprelease.schemas.validation as validation
 
     table = _good()
     report = validation.validate_batches(iter(()), SCHEMA, table.schema)

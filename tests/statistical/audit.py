@@ -38,7 +38,7 @@ import numpy.typing as npt
 from scipy import optimize, stats
 from scipy.special import logsumexp, xlogy
 
-from dp.random import IntArray, NoiseSource
+from dprelease.dp.random import IntArray, NoiseSource
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]

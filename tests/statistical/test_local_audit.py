@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dp.local.bits import SecureBits, SeededBits, bernoulli
-from dp.local.estimators import consistent, estimate, exact_variance
-from dp.local.randomizers import GRR, OLH, OUE, SUE, UnaryEncoding, choose, variance_factor
-from dp.local.rappor import RapporParams, cohort_counts, decode, encode_once, holm
-from dp.local.simulate import DECOYS, STATES, population, zipf_weights
+from dprelease.dp.local.bits import SecureBits, SeededBits, bernoulli
+from dprelease.dp.local.estimators import consistent, estimate, exact_variance
+from dprelease.dp.local.randomizers import GRR, OLH, OUE, SUE, UnaryEncoding, choose, variance_factor
+from dprelease.dp.local.rappor import RapporParams, cohort_counts, decode, encode_once, holm
+from dprelease.dp.local.simulate import DECOYS, STATES, population, zipf_weights
 from tests.statistical.audit import Event, audit
 
 pytestmark = pytest.mark.statistical

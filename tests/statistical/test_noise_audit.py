@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dp.budget import PureBudget, ZCDPBudget
-from dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
-from dp.random import IntArray, OpenDPNoise
+from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
+from dprelease.dp.random import IntArray, OpenDPNoise
 from tests.statistical.audit import (
     Event,
     Indicator,

@@ -54,9 +54,9 @@ import numpy.typing as npt
 import pytest
 from scipy import stats
 
-from dp.budget import PureBudget
-from dp.random import OpenDPNoise
-from dp.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
+from dprelease.dp.budget import PureBudget
+from dprelease.dp.random import OpenDPNoise
+from dprelease.dp.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from tests.noise import SeededNoise
 
 pytestmark = pytest.mark.statistical

@@ -57,9 +57,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dp.budget import PureBudget
-from dp.random import IntArray, NoiseSource, OpenDPNoise
-from dp.svt import AboveThreshold, MonotoneAboveThreshold, Sparse
+from dprelease.dp.budget import PureBudget
+from dprelease.dp.random import IntArray, NoiseSource, OpenDPNoise
+from dprelease.dp.svt import AboveThreshold, MonotoneAboveThreshold, Sparse
 from tests.noise import SeededNoise, SpyNoise
 from tests.statistical.audit import (
     AuditResult,
@@ -575,7 +575,7 @@ def _bounds_scan_pair(new_row: float = 1.5) -> tuple[list[int], list[int]]:
     Built with the production map (``dp.svt.tail_counts``) on a geometric grid like
     ``geometric_grid``'s: every count of D' is that of D or one more (monotone), as in a release.
     """
-    from dp.svt import tail_counts
+    from dprelease.dp.svt import tail_counts
 
     grid = tuple(float(2**k) for k in range(8))  # 1, 2, 4, ..., 128
     column = np.asarray([3.0, 5.0, 9.0, 17.0, 33.0, 40.0, 70.0], dtype=np.float64)
