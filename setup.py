@@ -9,6 +9,7 @@ the git commit it was built from, so an installed package records it in every re
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-FOLDERS = ("dp", "schemas", "tasks", "flows")
+FOLDERS = ("dp", "schemas", "quality", "reports", "tasks", "flows")
 
 
 def _packages() -> list[str]:
@@ -39,7 +40,8 @@ class BuildWithCommit(build_py):
     """``build_py`` that also writes ``dprelease/_build.py`` (the commit) into the build."""
 
     def run(self) -> None:
-        """Build as usual, then stamp the commit."""
+        """Build from a clean slate (no module left from an earlier build), then stamp the commit."""
+        shutil.rmtree(Path(self.build_lib) / "dprelease", ignore_errors=True)
         super().run()
         target = Path(self.build_lib) / "dprelease" / "_build.py"
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ Run:  .venv/bin/python benchmarks/bounds_adult.py [--reps 50] [--out benchmarks/
 For each column (capital-gain, capital-loss, fnlwgt; search range from ``examples/adult/schema.yaml``)
 and each epsilon (0.1 and 1, the whole bounds budget of one column), ``--reps`` repetitions of:
 
-(a) ``dp.svt.discover_bounds``: two AboveThreshold runs of epsilon/2 each over the schema's
+(a) ``dp.measurement.bounds.discover_bounds``: two AboveThreshold runs of epsilon/2 each over the schema's
     geometric grid (queries "rows below g" and "rows above g"), charged to a throw-away ledger;
 (b) the naive method of Near & Abuah, "Programming Differential Privacy", sec. 5.3 (clipping): for
     b = 1, 2, 4, ..., 2^K = the search range's top, the sum of the values clipped to [0, b] with
@@ -18,7 +18,7 @@ and each epsilon (0.1 and 1, the whole bounds budget of one column), ``--reps`` 
     budget split evenly over the K + 1 sums), and the bound is the first b at which the noisy sum
     stops growing (the noisy sum at 2b is not larger). The lower bound is 0, the bottom of the
     range, as in the book;
-(c) a proposal: (a) with ``dp.svt.MonotoneAboveThreshold`` (query noise 2/ε instead of 4/ε; the
+(c) a proposal: (a) with ``dp.mechanisms.svt.MonotoneAboveThreshold`` (query noise 2/ε instead of 4/ε; the
     tail counts are monotone under add/remove-one-row), everything else unchanged.
 
 Then a DP mean with each method's bounds [L, U], at the same epsilon again: epsilon/2 for the sum
@@ -48,17 +48,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dprelease.dp.accounting import Ledger, ReleaseContext  # noqa: E402
-from dprelease.dp.budget import PureBudget  # noqa: E402
-from dprelease.dp.random import IntArray  # noqa: E402
-from dprelease.dp.svt import (  # noqa: E402
-    MonotoneAboveThreshold,
-    discover_bounds,
-    geometric_grid,
-    run_above_threshold,
-    svt_threshold,
-    tail_counts,
-)
+from dprelease.dp.accounting.ledger import Ledger  # noqa: E402
+from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.budget import PureBudget  # noqa: E402
+from dprelease.dp.mechanisms.random import IntArray  # noqa: E402
+from dprelease.dp.mechanisms.svt import MonotoneAboveThreshold, run_above_threshold, svt_threshold
+from dprelease.dp.measurement.bounds import discover_bounds, geometric_grid, tail_counts
 
 ADULT = ROOT / "examples" / "adult"
 COLUMNS = ("capital-gain", "capital-loss", "fnlwgt")
@@ -82,7 +77,7 @@ class BenchmarkNoise:
 
 def discover_bounds_monotone(column: str, counts: tuple[IntArray, IntArray], grid: tuple[float, ...],
                              run_budget: PureBudget, context: ReleaseContext, stage: str) -> tuple[float, float]:
-    """``dp.svt.discover_bounds`` with MonotoneAboveThreshold in place of AboveThreshold (a proposal)."""
+    """``dp.measurement.bounds.discover_bounds`` with MonotoneAboveThreshold in place of AboveThreshold (a proposal)."""
     below, above = counts
     mechanism = MonotoneAboveThreshold(1, run_budget)
     threshold = svt_threshold(mechanism.query_scale(), len(grid))

@@ -3,7 +3,7 @@
 BENCHMARK ONLY: seeded noise (``tests.noise.SeededNoise``) and figures computed from the raw rows, for
 choosing an algorithm; nothing here is a release. For each unbounded column of ``examples/adult/schema.yaml``
 at the example's per-run epsilon (0.0158), 400 runs of each scan on the production grid and thresholds
-(``dp.svt.svt_threshold``): the share of rows clamped by the bounds found, the share of runs whose upper
+(``dp.mechanisms.svt.svt_threshold``): the share of rows clamped by the bounds found, the share of runs whose upper
 bound exceeds twice the largest value ("wide"), and the median upper bound.
 
 Run:  .venv/bin/python benchmarks/bounds_monotone.py
@@ -20,8 +20,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import yaml
 
-from dprelease.dp.budget import PureBudget
-from dprelease.dp.svt import AboveThreshold, MonotoneAboveThreshold, geometric_grid, svt_threshold, tail_counts
+from dprelease.dp.accounting.budget import PureBudget
+from dprelease.dp.mechanisms.svt import AboveThreshold, MonotoneAboveThreshold, svt_threshold
+from dprelease.dp.measurement.bounds import geometric_grid, tail_counts
 from tests.noise import SeededNoise
 
 t=pq.read_table(Path(__file__).resolve().parents[1] / 'examples/adult/adult.parquet')

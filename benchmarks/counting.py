@@ -16,10 +16,10 @@ but it is counted here too, so the workload is that of the issue: all 15 one-way
 For each size, each measurement runs in a fresh Python process (so its peak RSS is its own) and is
 repeated ``--repeats`` times, the two alternating; the fastest run of each is reported:
 
-- ``production``: ``dprelease.dp.marginals.count_all(dprelease.tasks.ingest.row_groups(...), domains, rules, workload)``,
+- ``production``: ``dprelease.dp.measurement.marginals.count_all(dprelease.tasks.ingest.row_groups(...), domains, rules, workload)``,
   the map-reduce of the release's ``measure_marginals`` task;
 - ``floor``: the same reader (``row_groups``), the same encoding done once per row group
-  (``dprelease.dp.marginals.encode_table``), then a plain ``np.bincount(code, minlength=size)`` per column and
+  (``dprelease.dp.measurement.marginals.encode_table``), then a plain ``np.bincount(code, minlength=size)`` per column and
   ``np.bincount(a * size_b + b, minlength=size_a * size_b)`` per pair over those codes, summed over
   row groups. Its time is split into reading, encoding and counting.
 
@@ -49,9 +49,9 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dprelease.dp.marginals import ColumnDomain, ColumnRule, count_all, encode_table  # noqa: E402
+from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, count_all, encode_table  # noqa: E402
 from dprelease.schemas.encoding import column_domain, rules_for  # noqa: E402
-from dprelease.schemas.model import load_schema  # noqa: E402
+from dprelease.schemas.table import load_schema  # noqa: E402
 
 ADULT = ROOT / "examples" / "adult"
 SEED = 20260522

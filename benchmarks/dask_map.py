@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dprelease.schemas.encoding import domains_for, rules_for  # noqa: E402
-from dprelease.schemas.model import load_spec  # noqa: E402
+from dprelease.schemas.spec import load_spec  # noqa: E402
 from dprelease.tasks.measure import Counter, map_client  # noqa: E402
 
 ADULT = ROOT / "examples" / "adult"

@@ -41,14 +41,14 @@ What runs (every system in its own subprocess, one at a time, so wall time and p
     a timed-out run is recorded as "did not finish".
 ``independent``
     The independent 1-way baseline (project venv): every column's 1-way histogram over the same public
-    domain, measured with :class:`dprelease.dp.mechanisms.DiscreteGaussian` (the release's ρ split equally over the
-    columns, secure noise from :mod:`dp.random`); the noisy total is the inverse-variance mean of the
+    domain, measured with :class:`dprelease.dp.mechanisms.noise.DiscreteGaussian` (the release's ρ split equally over the
+    columns, secure noise from :mod:`dp.mechanisms.random`); the noisy total is the inverse-variance mean of the
     columns' sums; each histogram projected to non-negative counts summing to it; columns sampled
     independently and decoded as above.
 ``bootstrap``
     The floor: the real table resampled with replacement (not private).
 
-Utility is always the project's yardstick, :func:`dprelease.dp.evaluation.utility` (tvd1 over all 1-way, tvd2 over
+Utility is always the project's yardstick, :func:`dprelease.quality.utility.utility` (tvd1 over all 1-way, tvd2 over
 all 2-way, tvd3 over a fixed sample of 300 3-way marginals; 16 quantile bins of the real data for numeric
 columns), computed in the project venv against the real table for every system (for the flow it is the
 same function, run by the flow itself). Peak RSS is GNU time's maximum resident set size of the run's
@@ -283,10 +283,10 @@ def worker_independent(spec: Path, epsilon: float, delta: float, seed: int, out:
     import pyarrow.parquet as pq
 
     sys.path.insert(0, str(ROOT))
-    from dprelease.dp.budget import ZCDPBudget, budget_total
-    from dprelease.dp.mechanisms import DiscreteGaussian
-    from dprelease.dp.postprocess import project_simplex, round_preserving_sum
-    from dprelease.dp.random import secure_noise, synthetic_generator
+    from dprelease.dp.accounting.budget import ZCDPBudget, budget_total
+    from dprelease.dp.mechanisms.noise import DiscreteGaussian
+    from dprelease.dp.synthesis.postprocess import project_simplex, round_preserving_sum
+    from dprelease.dp.mechanisms.random import secure_noise, synthetic_generator
 
     domain = public_domain(spec)
     names = [d["name"] for d in domain]
@@ -491,7 +491,7 @@ class Evaluator:
 
     def __init__(self, spec: Path) -> None:
         sys.path.insert(0, str(ROOT))
-        from dprelease.schemas.model import load_spec
+        from dprelease.schemas.spec import load_spec
         from dprelease.tasks.ingest import read_table
 
         loaded = load_spec(str(spec))
@@ -501,7 +501,7 @@ class Evaluator:
     def __call__(self, synthetic_file: Path) -> dict[str, Any]:
         import pyarrow.parquet as pq
 
-        from dprelease.dp.evaluation import utility
+        from dprelease.quality.utility import utility
 
         synthetic = pq.read_table(synthetic_file, columns=self.columns)
         report = utility(self.real, synthetic, self.columns)
@@ -619,7 +619,7 @@ def save_rows(rows: list[dict[str, Any]]) -> None:
     doc = {
         "benchmark": "benchmarks/peers_adult.py",
         "machine": {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "yardstick": "dprelease.dp.evaluation.utility (16 quantile bins, all 1-/2-way, 300 sampled 3-way marginals)",
+        "yardstick": "dprelease.quality.utility.utility (16 quantile bins, all 1-/2-way, 300 sampled 3-way marginals)",
         "runs": rows,
     }
     tmp = RESULTS.with_suffix(".json.tmp")

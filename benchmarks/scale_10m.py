@@ -110,8 +110,8 @@ COUNT_ONLY = """
 import json, re, sys, time
 from pathlib import Path
 from dprelease.schemas.encoding import domains_for, rules_for
-from dprelease.schemas.model import load_spec
-from dprelease.dp.marginals import count_all
+from dprelease.schemas.spec import load_spec
+from dprelease.dp.measurement.marginals import count_all
 from dprelease.tasks.ingest import row_groups
 spec = load_spec(sys.argv[1])
 ranges = {c.name: tuple(c.search_range) for c in spec.schema.measured if c.search_range is not None}
@@ -155,7 +155,7 @@ def stage_spans(log: str) -> dict[str, tuple[float, float]]:
 def floor(path: Path, spec_path: Path) -> dict[str, float | int]:
     """The compute floor: read the measured columns, code them, bincount the 1-ways and 13 coarse 3-ways."""
     sys.path.insert(0, str(ROOT))
-    from dprelease.schemas.model import load_spec
+    from dprelease.schemas.spec import load_spec
 
     schema = load_spec(spec_path).schema
     names = [c.name for c in schema.measured]

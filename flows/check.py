@@ -8,8 +8,8 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
-from dprelease.schemas.model import load_schema
-from dprelease.schemas.validation import structural_problems, validate_batches
+from dprelease.quality.validation import structural_problems, validate_batches
+from dprelease.schemas.table import load_schema
 from dprelease.tasks import DPReleaseError, sensitive_task
 from dprelease.tasks.ingest import dataset_schema, row_groups
 

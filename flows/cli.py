@@ -133,7 +133,7 @@ def _preload() -> threading.Thread:
 
     def work() -> None:
         try:
-            from dprelease.schemas.validation import preload_great_expectations
+            from dprelease.quality.validation import preload_great_expectations
 
             preload_great_expectations()
             import matplotlib.backends.backend_agg
@@ -217,10 +217,10 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the plan; reads the spec and schema only."""
-    from dprelease.dp.accounting import Ledger
+    from dprelease.dp.accounting.ledger import Ledger
     from dprelease.dp.errors import LedgerError
-    from dprelease.schemas.model import load_spec
     from dprelease.schemas.plan import plan_release
+    from dprelease.schemas.spec import load_spec
 
     spec = load_spec(args.spec)
     plan = plan_release(spec, "<new>", spec.seed or 0)
@@ -246,8 +246,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     column and rule (the column's structure, then each value check of the schema's suite).
     """
     from dprelease.flows.check import junit_report
-    from dprelease.schemas.model import SchemaError, load_schema
-    from dprelease.schemas.validation import structural_problems, validate_batches
+    from dprelease.quality.validation import structural_problems, validate_batches
+    from dprelease.schemas.model import SchemaError
+    from dprelease.schemas.table import load_schema
     from dprelease.tasks.ingest import InputError, dataset_schema, row_groups
     from dprelease.tasks.preflight import check_writable
 
@@ -369,7 +370,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     Opening the ledger verifies its hash chain and its head file, so ``verify`` exits 3 with one line
     when rows were altered or deleted.
     """
-    from dprelease.dp.accounting import Ledger
+    from dprelease.dp.accounting.ledger import Ledger
     from dprelease.tasks.ingest import InputError
 
     path = Path(_default_ledger(args.ledger))
@@ -402,8 +403,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Re-render the human-readable reports from ``audit.json`` (a pure function of it)."""
-    from dprelease.schemas.audit import render_markdown
-    from dprelease.schemas.report_html import render_html
+    from dprelease.reports.audit import render_markdown
+    from dprelease.reports.html import render_html
 
     root = Path(args.release_dir)
     audit_path = root / "audit.json"

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from dprelease.dp.accounting import Ledger, release_lock
-from dprelease.dp.random import secure_seed
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.accounting.processes import release_lock
+from dprelease.dp.mechanisms.random import secure_seed
 from dprelease.flows.schedules import pause_schedules_when_refused
 from dprelease.schemas.identifiers import check_identifier
 from dprelease.schemas.model import ReleaseSpec

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Literal
 
 from dprelease.dp.errors import InternalError
-from dprelease.dp.hierarchy import Hierarchy as Tree
-from dprelease.dp.marginals import ColumnDomain, ColumnRule, category_domain, numeric_domain
-from dprelease.dp.sampling import OutputColumn
+from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, category_domain, numeric_domain
+from dprelease.dp.synthesis.hierarchy import Hierarchy as Tree
+from dprelease.dp.synthesis.sampling import OutputColumn
 from dprelease.schemas.model import Column, Hierarchy, TableSchema
 
 

@@ -30,7 +30,7 @@ from dprelease.dp.errors import DPReleaseError
 from dprelease.dp.local.randomizers import GRR, OLH, OUE, SUE, UnaryEncoding
 from dprelease.dp.local.rappor import RapporParams
 from dprelease.schemas.identifiers import check_identifier, short
-from dprelease.schemas.model import _load_yaml, _resolve
+from dprelease.schemas.reading import _load_yaml, _resolve
 
 PROTOCOLS = ("GRR", "SUE", "OUE", "OLH", "RAPPOR")
 

@@ -12,16 +12,16 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dprelease.dp.budget import (
+from dprelease.dp.accounting.budget import (
     Budget,
     PureBudget,
     ZCDPBudget,
-    approx_from_zcdp_cks,
     bounded_range_from_zcdp_share,
     pure_from_zcdp_share,
 )
+from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.marginals import marginal_key
+from dprelease.dp.measurement.marginals import marginal_key
 from dprelease.schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
 
 

@@ -25,7 +25,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 
-from dprelease.dp.accounting import fault_point
+from dprelease.dp.accounting.processes import fault_point
 from dprelease.dp.errors import DPReleaseError, StageFailed
 
 __all__ = ["PUBLIC", "SENSITIVE", "DPReleaseError", "StageFailed", "guard_raw_errors", "is_sensitive", "mark_sensitive",

@@ -9,11 +9,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import get_run_logger
 
-from dprelease.dp.accounting import Ledger, ReleaseContext
-from dprelease.dp.random import secure_noise
-from dprelease.dp.svt import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
-from dprelease.schemas.model import load_spec
+from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.measurement.bounds import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
+from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.schemas.plan import ReleasePlan
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import unit_row_groups
 

@@ -24,11 +24,12 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger
 
 from dprelease.dp.errors import InternalError
-from dprelease.dp.evaluation import utility
-from dprelease.dp.risk import closest_record_distances, exact_match_share, k_anonymity_comparison
-from dprelease.schemas.model import load_spec
+from dprelease.quality.kanonymity import k_anonymity_comparison
+from dprelease.quality.risk import closest_record_distances, exact_match_share
+from dprelease.quality.utility import utility
+from dprelease.reports.internal_html import render_internal_html
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.report_html import render_internal_html
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import dataset_schema, open_parquet, parquet_files, row_groups
 from dprelease.tasks.staging import file_sha256, write_internal

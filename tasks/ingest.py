@@ -16,12 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger
 
-from dprelease.dp.contributions import BoundedRows, bound_contributions
 from dprelease.dp.errors import DPReleaseError
-from dprelease.dp.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
-from dprelease.schemas.model import PrivacyUnit, TableSchema, load_spec
+from dprelease.dp.measurement.contributions import BoundedRows, bound_contributions
+from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
+from dprelease.quality.validation import structural_problems
+from dprelease.schemas.model import PrivacyUnit, TableSchema
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.validation import structural_problems
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks import guard_raw_errors, sensitive_task
 
 RowGroupRef = tuple[str, int]
@@ -199,7 +200,7 @@ def count_partition(
 ) -> tuple[dict[tuple[str, ...], IntArray], RowHandling]:
     """The map: exact counts of the workload over some row groups, read here (row-level privacy only).
 
-    The same :func:`dp.marginals.count_all` as the in-process pass, over the referenced row groups.
+    The same :func:`dp.measurement.marginals.count_all` as the in-process pass, over the referenced row groups.
     """
     return count_all(read_row_groups(refs, [d.name for d in domains]), domains, rules, workload, maps)
 

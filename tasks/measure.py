@@ -13,9 +13,15 @@ import numpy as np
 import numpy.typing as npt
 from prefect import get_run_logger
 
-from dprelease.dp.accounting import Ledger, Measurement, ReleaseContext, measure
-from dprelease.dp.budget import PureBudget, ZCDPBudget
-from dprelease.dp.cliques import (
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, measure
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.measurement.bounds import DiscoveredBounds
+from dprelease.dp.measurement.contributions import BoundedRows
+from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
+from dprelease.dp.mechanisms.noise import DiscreteGaussian, DiscreteLaplace, Mechanism
+from dprelease.dp.mechanisms.random import secure_noise
+from dprelease.dp.synthesis.cliques import (
     CONDITIONAL_L1_SENSITIVITY,
     candidate_triples,
     coarse_map,
@@ -23,17 +29,14 @@ from dprelease.dp.cliques import (
     select_cliques,
     tree_order,
 )
-from dprelease.dp.contributions import BoundedRows
-from dprelease.dp.hierarchy import NoisyLevel
-from dprelease.dp.marginals import ColumnDomain, ColumnRule, IntArray, NoisyMarginal, RowHandling, count_all
-from dprelease.dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
-from dprelease.dp.postprocess import consistent_counts, estimate_total
-from dprelease.dp.random import secure_noise
-from dprelease.dp.structure import independence_scores, select_spanning_tree
-from dprelease.dp.svt import DiscoveredBounds
+from dprelease.dp.synthesis.consistency import NoisyLevel
+from dprelease.dp.synthesis.noisy import NoisyMarginal
+from dprelease.dp.synthesis.postprocess import consistent_counts, estimate_total
+from dprelease.dp.synthesis.structure import independence_scores, select_spanning_tree
 from dprelease.schemas.encoding import domains_for, rules_for
-from dprelease.schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema, load_spec
+from dprelease.schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema
 from dprelease.schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import (
     RowGroupRef,
@@ -71,7 +74,7 @@ class Measured:
 
     marginals: list[NoisyMarginal]
     levels: list[NoisyLevel] = field(default_factory=list)
-    selection: list[Measurement] = field(default_factory=list)
+    selection: list[MeasurementRecord] = field(default_factory=list)
     cliques: list[NoisyMarginal] = field(default_factory=list)
     """``cliques: auto``: the noisy cliques, each (parents..., child) in coarse codes, in sampling order."""
     maps: dict[str, IntArray] = field(default_factory=dict)
@@ -79,7 +82,7 @@ class Measured:
     tree: list[tuple[str, str]] = field(default_factory=list)
     """``cliques: auto``: the spanning tree chosen privately."""
 
-    def records(self) -> list[Measurement]:
+    def records(self) -> list[MeasurementRecord]:
         """Every measurement's provenance: selections, marginals, hierarchy levels."""
         return (list(self.selection) + [m.measurement for m in self.marginals]
                 + [m.measurement for m in self.cliques] + [level.measurement for level in self.levels])
@@ -118,7 +121,7 @@ def map_partitions(refs: Sequence[RowGroupRef], tasks: int = MAX_MAP_TASKS) -> l
 class Counter:
     """Runs the counting passes of one measurement: the map per row group, the reduce by summing.
 
-    In process (no client) the map is :func:`dp.marginals.count_all` over the row groups as they
+    In process (no client) the map is :func:`dp.measurement.marginals.count_all` over the row groups as they
     are read. With a Dask ``distributed`` client each run of row groups is counted on the cluster by
     the plain function :func:`tasks.ingest.remote_count_partition` (no Prefect on the workers: they
     need only this package and read access to the data), which reads its row groups by (file,
@@ -252,7 +255,7 @@ def _measure(
     }
     marginals: list[NoisyMarginal] = []
     levels: list[NoisyLevel] = []
-    selection: list[Measurement] = []
+    selection: list[MeasurementRecord] = []
     with Ledger.open(Path(ledger_path)) as ledger:
         context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
 
@@ -297,7 +300,7 @@ def _measure(
     return Measured(marginals, levels, selection)
 
 
-_Junction = tuple[list[NoisyMarginal], list[Measurement], dict[str, IntArray], list[tuple[str, str]]]
+_Junction = tuple[list[NoisyMarginal], list[MeasurementRecord], dict[str, IntArray], list[tuple[str, str]]]
 
 
 def _measure_junction(
@@ -315,7 +318,7 @@ def _measure_junction(
     2. A spanning tree by the exponential mechanism, each pair scored on coarse codes by its distance
        from independence under the noisy 1-ways (sensitivity 1 per row).
     3. From the root (public, or the tree's hub), a second parent for each column by the exponential
-       mechanism on the conditional-L1 score (sensitivity below 4 per row): :mod:`dp.cliques`.
+       mechanism on the conditional-L1 score (sensitivity below 4 per row): :mod:`dp.synthesis.cliques`.
     4. Each clique measured in coarse codes (a histogram: sensitivity 1 per row).
     Two more map-reduce passes over the row groups (pairs, then candidate triples), through the same
     ``counter`` (on a cluster if it has one), on the same bounded rows as the 1-ways.

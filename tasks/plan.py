@@ -8,11 +8,13 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
-from dprelease.dp.accounting import Ledger, LedgerStatus
-from dprelease.dp.budget import describe
+from dprelease.dp.accounting.budget import describe
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.accounting.ledger_rows import LedgerStatus
 from dprelease.dp.errors import LedgerError
-from dprelease.schemas.model import ReleaseSpec, load_spec
+from dprelease.schemas.model import ReleaseSpec
 from dprelease.schemas.plan import ReleasePlan, plan_release
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import parquet_files
 

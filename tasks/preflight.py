@@ -20,11 +20,12 @@ from fractions import Fraction
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from dprelease.dp.accounting import Ledger
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import BudgetExceededError, LedgerError
 from dprelease.schemas.identifiers import check_identifier
-from dprelease.schemas.model import ReleaseSpec, load_spec
+from dprelease.schemas.model import ReleaseSpec
 from dprelease.schemas.plan import plan_release
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks.ingest import InputError, check_structure, parquet_files
 
 DASK_TIMEOUT_SECONDS = 5.0

@@ -12,12 +12,14 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 import dprelease
-from dprelease.dp.accounting import Ledger, LedgerStatus, fault_point
-from dprelease.dp.svt import DiscoveredBounds
-from dprelease.schemas.audit import budget_table, build_audit, render_markdown
-from dprelease.schemas.model import load_spec
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.accounting.ledger_rows import LedgerStatus
+from dprelease.dp.accounting.processes import fault_point
+from dprelease.dp.measurement.bounds import DiscoveredBounds
+from dprelease.reports.audit import budget_table, build_audit, render_markdown
+from dprelease.reports.html import render_html
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.report_html import render_html
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks import public_task, sensitive_task
 from dprelease.tasks.measure import Measured
 from dprelease.tasks.staging import (

@@ -12,18 +12,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import get_run_logger
 
-from dprelease.dp.estimation import TreeModel, fit_tree
-from dprelease.dp.hierarchy import NoisyLevel, combine, make_consistent
-from dprelease.dp.junction import FittedModel, JunctionTree, Marginal, junction_parents
-from dprelease.dp.junction import estimate as estimate_junction
-from dprelease.dp.marginals import NoisyMarginal
-from dprelease.dp.postprocess import combined_one_way, consistent_marginals, estimate_total, round_preserving_sum
-from dprelease.dp.random import synthetic_generator
-from dprelease.dp.sampling import CodeArray, OutputColumn, decode, sample_codes, sample_junction
-from dprelease.dp.svt import DiscoveredBounds
+from dprelease.dp.measurement.bounds import DiscoveredBounds
+from dprelease.dp.mechanisms.random import synthetic_generator
+from dprelease.dp.synthesis.consistency import NoisyLevel, combine, make_consistent
+from dprelease.dp.synthesis.estimation import TreeModel, fit_tree
+from dprelease.dp.synthesis.junction import FittedModel, JunctionTree, Marginal, junction_parents
+from dprelease.dp.synthesis.junction import estimate as estimate_junction
+from dprelease.dp.synthesis.noisy import NoisyMarginal
+from dprelease.dp.synthesis.postprocess import (
+    combined_one_way,
+    consistent_marginals,
+    estimate_total,
+    round_preserving_sum,
+)
+from dprelease.dp.synthesis.sampling import CodeArray, OutputColumn, decode, sample_codes, sample_junction
 from dprelease.schemas.encoding import domains_for, hierarchy_tree, output_columns
-from dprelease.schemas.model import Hierarchy, load_spec
+from dprelease.schemas.model import Hierarchy
 from dprelease.schemas.plan import ReleasePlan
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks import public_task
 from dprelease.tasks.measure import Measured
 
@@ -168,7 +174,7 @@ def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: 
 def _fit_junction(
     measured: Measured, consistent: dict[tuple[str, ...], npt.NDArray[np.int64]], sizes: dict[str, int], total: int
 ) -> JunctionEstimate:
-    """Fit the junction tree to the noisy cliques and 1-ways (Private-PGM's estimator, :mod:`dp.junction`).
+    """Fit the junction tree to the noisy cliques and 1-ways (Private-PGM's estimator, :mod:`dp.synthesis.junction`).
 
     The 1-ways enter summed onto the coarse codes of coarsened columns (a coarse cell adds up the
     noisy fine cells of its bin, so its variance is the fine variance times the bin's size: a spike

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from prefect import get_run_logger
 
-from dprelease.schemas.model import load_spec
+from dprelease.quality.validation import validate_batches as run_expectations
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.validation import validate_batches as run_expectations
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import batch_count, dataset_schema, row_groups
 from dprelease.tasks.progress import StageProgress

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dprelease.dp.random import IntArray
+from dprelease.dp.mechanisms.random import IntArray
 
 
 class SeededNoise:

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-GENERIC = {"dp", "schemas", "tasks", "flows"}
+GENERIC = {"dp", "schemas", "quality", "reports", "tasks", "flows"}
 """The repository's folders: installed as ``dprelease.<folder>``, never as top-level names."""
 
 
@@ -45,19 +45,35 @@ def test_nothing_imports_a_folder_by_its_bare_name():
 
 def test_dp_never_imports_prefect_or_upper_layers():
     for path in (ROOT / "dp").rglob("*.py"):
-        bad = _imports(path) & {"prefect", "tasks", "flows", "schemas", "great_expectations"}
+        bad = _imports(path) & {"prefect", "tasks", "flows", "schemas", "quality", "reports", "great_expectations"}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
 def test_schemas_never_imports_prefect_tasks_or_flows():
     for path in (ROOT / "schemas").rglob("*.py"):
-        bad = _imports(path) & {"prefect", "tasks", "flows"}
+        bad = _imports(path) & {"prefect", "tasks", "flows", "quality", "reports", "great_expectations"}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
+def test_quality_and_reports_sit_below_tasks_and_beside_each_other():
+    """The steward's analytics and the reports are libraries: no Prefect, no tasks or flows, no cross-imports."""
+    for folder, other in (("quality", "reports"), ("reports", "quality")):
+        for path in (ROOT / folder).rglob("*.py"):
+            bad = _imports(path) & {"prefect", "tasks", "flows", other}
+            assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_no_module_is_much_over_500_lines():
+    """A module a newcomer can read: the installed folders hold no module over 520 lines."""
+    for folder in ("dp", "schemas", "quality", "reports", "tasks", "flows"):
+        for path in (ROOT / folder).rglob("*.py"):
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            assert lines <= 520, f"{path.relative_to(ROOT)} has {lines} lines"
+
+
 def test_importing_dp_does_not_load_prefect():
-    code = ("import sys, dprelease.dp.accounting, dprelease.dp.svt, dprelease.dp.marginals, "
-            "dprelease.dp.sampling; print('prefect' in sys.modules)")
+    code = ("import sys, dprelease.dp.accounting.ledger, dprelease.dp.mechanisms.svt, "
+            "dprelease.dp.measurement.marginals, dprelease.dp.synthesis.sampling; print('prefect' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 
@@ -79,7 +95,7 @@ def _random_uses(path: Path) -> list[int]:
 def test_no_numpy_random_or_random_module_on_the_release_path():
     """Only post-processing and evaluation may use seeded generators, each marked by a comment."""
     allowed = re.compile(r"#.*(post-processing|evaluation only)")
-    for folder in ("dp", "tasks", "flows", "schemas"):
+    for folder in ("dp", "tasks", "flows", "schemas", "quality", "reports"):
         for path in (ROOT / folder).rglob("*.py"):
             source = path.read_text(encoding="utf-8").splitlines()
             for number in _random_uses(path):

@@ -37,7 +37,8 @@ def test_the_wheel_installs_only_the_dprelease_namespace(wheel: Path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert {top for top in tops if not top.endswith(".dist-info")} == {"dprelease"}
-    for folder in ("dp", "dp/local", "schemas", "tasks", "flows"):
+    for folder in ("dp", "dp/local", "dp/accounting", "dp/mechanisms", "dp/measurement", "dp/synthesis", "schemas",
+                   "quality", "reports", "tasks", "flows"):
         assert f"dprelease/{folder}/__init__.py" in names
     assert names.count("dprelease/py.typed") == 1 and not [n for n in names if n.endswith("/py.typed")
                                                             and n != "dprelease/py.typed"]
@@ -53,11 +54,12 @@ def test_an_installed_package_knows_its_commit_without_git(wheel: Path, tmp_path
     if head.returncode == 0:
         assert head.stdout.strip() in stamped
     # The installed copy alone (the checkout taken off the path), run from a folder that is not a checkout.
-    code = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', %r)]; sys.path.insert(0, %r); "
-            "import dprelease, dprelease.flows.cli as cli; assert dprelease.__file__.startswith(%r); "
+    generic = ("dp", "schemas", "quality", "reports", "tasks", "flows", "teaching")
+    code = (f"import sys; sys.path[:] = [p for p in sys.path if p not in ('', {str(ROOT)!r})]; "
+            f"sys.path.insert(0, {str(site)!r}); "
+            f"import dprelease, dprelease.flows.cli as cli; assert dprelease.__file__.startswith({str(site)!r}); "
             "print(dprelease.commit()); "
-            "import importlib.util as u; print([n for n in ('dp', 'schemas', 'tasks', 'flows') if u.find_spec(n)])"
-            ) % (str(ROOT), str(site), str(site))
+            f"import importlib.util as u; print([n for n in {generic!r} if u.find_spec(n)])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     commit, generic = out.stdout.split("\n")[:2]

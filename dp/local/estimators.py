@@ -18,7 +18,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.postprocess import project_simplex
+from dprelease.dp.synthesis.postprocess import project_simplex
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -8,19 +8,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dprelease.dp.budget import (
+from dprelease.dp.accounting.budget import (
     PureBudget,
     ZCDPBudget,
     approx_from_zcdp,
-    approx_from_zcdp_cks,
     budget_total,
     pure_from_zcdp_share,
     split_exact,
     to_fraction,
     zcdp_from_approx,
-    zcdp_from_approx_cks,
     zcdp_from_pure,
 )
+from dprelease.dp.accounting.conversions import approx_from_zcdp_cks, zcdp_from_approx_cks
 from dprelease.dp.errors import ParameterError
 
 

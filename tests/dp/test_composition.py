@@ -16,19 +16,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dprelease.dp.budget import (
-    ApproxBudget,
-    PureBudget,
-    ZCDPBudget,
+from dprelease.dp.accounting.budget import ApproxBudget, PureBudget, ZCDPBudget, approx_from_zcdp
+from dprelease.dp.accounting.composition import (
     advanced_composition,
     advanced_composition_simple,
+    parallel_composition,
+    sequential_composition,
+)
+from dprelease.dp.accounting.conversions import (
     approx_from_gaussian_rdp,
     approx_from_rdp,
-    approx_from_zcdp,
     approx_from_zcdp_cks,
-    parallel_composition,
     rdp_gaussian,
-    sequential_composition,
 )
 from dprelease.dp.errors import ParameterError
 
@@ -58,7 +57,7 @@ def bun_steinke(rho: Fraction, delta: Fraction) -> Decimal:
 
 
 def cks_objective(rho: Decimal, delta: Decimal, alpha: Decimal) -> Decimal:
-    """CKS 2020 Cor. 13 solved for epsilon, written as in the brief: no algebra shared with dp.budget."""
+    """CKS 2020 Cor. 13 solved for epsilon, written as in the brief: no algebra shared with dp.accounting.budget."""
     a1 = HIGH.subtract(alpha, 1)
     numerator = HIGH.add(
         HIGH.ln(HIGH.divide(1, HIGH.multiply(alpha, delta))),

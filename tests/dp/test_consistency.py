@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dprelease.dp.accounting import Measurement
-from dprelease.dp.budget import ZCDPBudget
-from dprelease.dp.marginals import NoisyMarginal
-from dprelease.dp.postprocess import combined_one_way, consistent_marginals, fit_margins, round_matrix
+from dprelease.dp.accounting.budget import ZCDPBudget
+from dprelease.dp.accounting.charges import MeasurementRecord
+from dprelease.dp.synthesis.noisy import NoisyMarginal
+from dprelease.dp.synthesis.postprocess import combined_one_way, consistent_marginals, fit_margins, round_matrix
 
 
 def _noisy(columns, shape, counts, std):
-    record = Measurement(stage="s", query=str(columns), mechanism="discrete Gaussian", sensitivity="L2=1",
+    record = MeasurementRecord(stage="s", query=str(columns), mechanism="discrete Gaussian", sensitivity="L2=1",
                          scale=std, loss=ZCDPBudget(Fraction(1)), native_loss=ZCDPBudget(Fraction(1)), std=std,
                          ci95=1.96 * std, cells=len(counts))
     return NoisyMarginal(tuple(columns), tuple(shape), np.asarray(counts, dtype=np.int64), record)

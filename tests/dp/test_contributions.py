@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from dprelease.dp.contributions import bound_contributions
 from dprelease.dp.errors import ParameterError
+from dprelease.dp.measurement.contributions import bound_contributions
 
 
 def _kept_per_id(ids, keep):

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dprelease.dp.evaluation import joint_tvd, utility
+from dprelease.quality.utility import joint_tvd, utility
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT.parent / "shared" / "bench" / "utility.py"

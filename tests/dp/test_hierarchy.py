@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.hierarchy import Hierarchy, least_squares, make_consistent, nonnegative, round_consistent
-from dprelease.dp.postprocess import project_simplex, round_preserving_sum
+from dprelease.dp.synthesis.consistency import least_squares, make_consistent, nonnegative, round_consistent
+from dprelease.dp.synthesis.hierarchy import Hierarchy
+from dprelease.dp.synthesis.postprocess import project_simplex, round_preserving_sum
 
 # ---------------------------------------------------------------------------------------------------------------
 # Helpers

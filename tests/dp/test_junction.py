@@ -9,9 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dprelease.dp.accounting import Ledger, ReleaseContext
-from dprelease.dp.budget import PureBudget, ZCDPBudget
-from dprelease.dp.cliques import (
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.errors import ParameterError
+from dprelease.dp.mechanisms.random import secure_noise
+from dprelease.dp.synthesis.cliques import (
     CONDITIONAL_L1_SENSITIVITY,
     candidate_triples,
     coarse_map,
@@ -20,10 +23,14 @@ from dprelease.dp.cliques import (
     select_cliques,
     tree_order,
 )
-from dprelease.dp.errors import ParameterError
-from dprelease.dp.junction import JunctionTree, Marginal, estimate, junction_parents
-from dprelease.dp.random import secure_noise
-from dprelease.dp.sampling import _alias_tables, _group_draw, adjust_to_counts, sample_junction, systematic_draw
+from dprelease.dp.synthesis.junction import JunctionTree, Marginal, estimate, junction_parents
+from dprelease.dp.synthesis.sampling import (
+    _alias_tables,
+    _group_draw,
+    adjust_to_counts,
+    sample_junction,
+    systematic_draw,
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -171,7 +178,7 @@ def test_alias_tables_give_each_code_exactly_its_share(groups, width, seed):
 
 
 def test_large_tables_draw_independently_from_each_groups_distribution(monkeypatch):
-    import dprelease.dp.sampling as sampling
+    import dprelease.dp.synthesis.sampling as sampling
 
     monkeypatch.setattr(sampling, "SYSTEMATIC_ROWS", 1000)
     generator = np.random.default_rng(5)
@@ -245,7 +252,7 @@ def test_a_marginal_may_carry_one_variance_per_cell():
 def test_logsumexp_matches_scipy(rows, cols, seed):
     from scipy.special import logsumexp as reference
 
-    from dprelease.dp.junction import logsumexp
+    from dprelease.dp.synthesis.junction import logsumexp
 
     array = np.random.default_rng(seed).normal(0, 50, size=(rows, cols, 3))
     for axis in (None, 0, 1, (0, 2), (0, 1, 2)):

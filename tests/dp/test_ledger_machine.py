@@ -11,8 +11,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from dprelease.dp.accounting import Ledger
-from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import BudgetExceededError, LedgerError, ParameterError
 
 CAP = Fraction(1)

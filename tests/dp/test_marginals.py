@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dprelease.dp.marginals import (
+from dprelease.dp.measurement.marginals import (
     Binning,
     ColumnDomain,
     ColumnRule,

@@ -6,10 +6,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.mechanisms import DiscreteGaussian, DiscreteLaplace
-from dprelease.dp.random import OpenDPNoise
+from dprelease.dp.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
+from dprelease.dp.mechanisms.random import OpenDPNoise
 
 
 class MechanismContract:

@@ -7,16 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dprelease.dp.accounting import Measurement
-from dprelease.dp.budget import ZCDPBudget
-from dprelease.dp.marginals import NoisyMarginal
-from dprelease.dp.postprocess import consistent_counts, estimate_total, project_simplex, round_preserving_sum
+from dprelease.dp.accounting.budget import ZCDPBudget
+from dprelease.dp.accounting.charges import MeasurementRecord
+from dprelease.dp.synthesis.noisy import NoisyMarginal
+from dprelease.dp.synthesis.postprocess import consistent_counts, estimate_total, project_simplex, round_preserving_sum
 
 noisy = arrays(np.int64, st.integers(1, 60), elements=st.integers(-500, 5000))
 
 
 def _marginal(counts, std=3.0):
-    m = Measurement("one_way", "q", "discrete Gaussian", "L2=1", std, ZCDPBudget(Fraction(1)),
+    m = MeasurementRecord("one_way", "q", "discrete Gaussian", "L2=1", std, ZCDPBudget(Fraction(1)),
                     ZCDPBudget(Fraction(1)), std, 2 * std, len(counts))
     return NoisyMarginal(("a",), (len(counts),), np.asarray(counts, dtype=np.int64), m)
 
@@ -58,7 +58,7 @@ def test_estimate_total_weights_by_inverse_variance():
 
 
 def test_projection_onto_a_subnormal_total_keeps_the_largest_cell():
-    from dprelease.dp.postprocess import project_simplex
+    from dprelease.dp.synthesis.postprocess import project_simplex
 
     out = project_simplex(np.array([1.0, 0.5]), 5e-324)  # used to raise IndexError
     assert (out >= 0).all() and abs(out.sum() - 5e-324) < 1e-300

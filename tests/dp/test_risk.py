@@ -14,16 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.risk import (
-    DCRReport,
-    KAnonymityReport,
-    RiskReport,
-    closest_record_distances,
-    disclosure_risk,
-    exact_match_share,
-    k_anonymity,
-    k_anonymity_comparison,
-)
+from dprelease.quality.kanonymity import KAnonymityReport, k_anonymity, k_anonymity_comparison
+from dprelease.quality.risk import DCRReport, RiskReport, closest_record_distances, disclosure_risk, exact_match_share
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult" / "adult.parquet"
 ADULT_QIS = ["age", "sex", "race", "marital-status", "native-country", "education"]
@@ -352,7 +344,7 @@ def test_adult_canary_never_reaches_the_report(adult):
 def test_real_rows_for_the_dcr_are_chosen_by_the_secure_source(monkeypatch):
     import secrets
 
-    import dprelease.dp.risk
+    import dprelease.quality.risk
 
     calls = []
 
@@ -360,8 +352,8 @@ def test_real_rows_for_the_dcr_are_chosen_by_the_secure_source(monkeypatch):
         calls.append(size)
         return secrets.token_bytes(size)
 
-    monkeypatch.setattr(dprelease.dp.risk.closest_record_distances, "__kwdefaults__",
-                        {**dprelease.dp.risk.closest_record_distances.__kwdefaults__, "random_bytes": spy})
+    monkeypatch.setattr(dprelease.quality.risk.closest_record_distances, "__kwdefaults__",
+                        {**dprelease.quality.risk.closest_record_distances.__kwdefaults__, "random_bytes": spy})
     rng = np.random.default_rng(5)
     real = pa.table({"x": rng.normal(size=300)})
     closest_record_distances(real, pa.table({"x": rng.normal(size=20)}), ["x"], sample=50)
@@ -369,7 +361,7 @@ def test_real_rows_for_the_dcr_are_chosen_by_the_secure_source(monkeypatch):
 
 
 def test_the_prefilter_of_exact_matching_keeps_every_possible_match():
-    from dprelease.dp.risk import _possible_matches
+    from dprelease.quality.risk import _possible_matches
 
     real = pa.table({"a": pa.array([1, 2, None, 4], pa.int64()), "s": pa.array(["x", None, "y", "x"]),
                      "f": pa.array([0.5, float("nan"), 1.0, 2.0])})

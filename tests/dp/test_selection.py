@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dprelease.dp.accounting import Ledger, ReleaseContext
-from dprelease.dp.budget import ApproxBudget, PureBudget, ZCDPBudget
+from dprelease.dp.accounting.budget import ApproxBudget, PureBudget, ZCDPBudget
+from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import BudgetExceededError, ParameterError
-from dprelease.dp.random import OpenDPNoise
-from dprelease.dp.selection import (
+from dprelease.dp.mechanisms.random import OpenDPNoise
+from dprelease.dp.mechanisms.selection import (
     ExponentialMechanism,
     OpenDPSelection,
     PermuteAndFlip,
@@ -23,7 +24,7 @@ from dprelease.dp.selection import (
     run_selection,
     selection_source,
 )
-from dprelease.dp.teaching import Gaussian, Laplace
+from teaching.continuous import Gaussian, Laplace
 from tests.noise import SeededNoise, SpyNoise
 
 BUDGETS = (PureBudget(Fraction(1, 3)), PureBudget(Fraction(7, 10)), PureBudget(Fraction(1, 1000)), PureBudget(3))
@@ -410,7 +411,7 @@ def test_zcdp_ledger_books_the_exponential_mechanism_at_epsilon_squared_over_eig
 
 
 def test_a_mechanisms_own_zcdp_bound_may_not_exceed_epsilon_squared_over_two():
-    from dprelease.dp.accounting import ledger_loss
+    from dprelease.dp.accounting.charges import ledger_loss
     from dprelease.dp.errors import LedgerError
 
     assert ledger_loss(PureBudget(1), "zcdp", ZCDPBudget(Fraction(1, 8))) == ZCDPBudget(Fraction(1, 8))

@@ -1,8 +1,8 @@
 """Sensitivity of the exact marginals, through the production path, under add/remove-one-row.
 
 The release adds noise calibrated to the sensitivities declared by ``tasks.measure._mechanism``.
-Here a schema is loaded with ``schemas.model.load_schema``, its domains and rules are built with
-``schemas.encoding`` as ``measure_marginals`` does, and ``dp.marginals.count_all`` counts every
+Here a schema is loaded with ``schemas.table.load_schema``, its domains and rules are built with
+``schemas.encoding`` as ``measure_marginals`` does, and ``dp.measurement.marginals.count_all`` counts every
 1-way and 2-way marginal of a hypothesis-generated table D and of a neighbour D' (one row, possibly
 adversarial, inserted anywhere; or one row removed), each split into row groups at arbitrary
 places. For every marginal the exact integer difference must have L1 norm <= the declared L1
@@ -28,11 +28,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dprelease.dp.budget import PureBudget, ZCDPBudget
-from dprelease.dp.marginals import ColumnDomain, ColumnRule, _bin_lookup, count_all
-from dprelease.dp.mechanisms import DiscreteGaussian, DiscreteLaplace
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, _bin_lookup, count_all
+from dprelease.dp.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
 from dprelease.schemas.encoding import domains_for, rules_for
-from dprelease.schemas.model import load_schema
+from dprelease.schemas.table import load_schema
 from dprelease.tasks.measure import _mechanism, unit_sensitivity
 
 SCHEMA = {

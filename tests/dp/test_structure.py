@@ -8,10 +8,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dprelease.dp.accounting import Ledger, ReleaseContext
-from dprelease.dp.budget import PureBudget, ZCDPBudget
-from dprelease.dp.random import secure_noise
-from dprelease.dp.structure import independence_scores, select_spanning_tree
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.mechanisms.random import secure_noise
+from dprelease.dp.synthesis.structure import independence_scores, select_spanning_tree
 
 
 def _context(ledger: Ledger) -> ReleaseContext:

@@ -6,17 +6,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dprelease.dp.accounting import Ledger, ReleaseContext
-from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.svt import (
-    AboveThreshold,
-    discover_bounds,
-    geometric_grid,
-    run_above_threshold,
-    svt_threshold,
-    tail_counts,
-)
+from dprelease.dp.measurement.bounds import discover_bounds, geometric_grid, tail_counts
+from dprelease.dp.mechanisms.svt import AboveThreshold, run_above_threshold, svt_threshold
 from tests.noise import SeededNoise, SpyNoise
 
 

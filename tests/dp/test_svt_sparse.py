@@ -10,17 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dprelease.dp.accounting import Ledger, ReleaseContext
-from dprelease.dp.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import BudgetExceededError, ParameterError
-from dprelease.dp.svt import (
-    AboveThreshold,
-    MonotoneAboveThreshold,
+from dprelease.dp.mechanisms.range_queries import (
     NoisyRangeCounts,
-    Sparse,
     overlap_depth,
     range_counts,
     range_query_answers,
+)
+from dprelease.dp.mechanisms.svt import (
+    AboveThreshold,
+    MonotoneAboveThreshold,
+    Sparse,
     run_above_threshold,
     run_sparse,
 )

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dprelease.dp.estimation import fit_tree, spanning_forest
-from dprelease.dp.marginals import Binning, category_domain, numeric_domain
-from dprelease.dp.sampling import OutputColumn, decode, sample_codes
+from dprelease.dp.measurement.marginals import Binning, category_domain, numeric_domain
+from dprelease.dp.synthesis.estimation import fit_tree, spanning_forest
+from dprelease.dp.synthesis.sampling import OutputColumn, decode, sample_codes
 
 
 def test_forest_skips_cycles_and_isolated_columns_are_roots():

@@ -30,12 +30,14 @@ import pytest
 import yaml
 
 import dprelease.tasks.ingest
-from dprelease.dp.accounting import Ledger
-from dprelease.dp.budget import ZCDPBudget
+from dprelease.dp.accounting.budget import ZCDPBudget
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import BudgetExceededError, LedgerError, ParameterError
-from dprelease.dp.random import OpenDPNoise
-from dprelease.schemas.model import MAX_CELLS, SchemaError, load_schema, load_spec
+from dprelease.dp.mechanisms.random import OpenDPNoise
+from dprelease.schemas.model import MAX_CELLS, SchemaError
 from dprelease.schemas.plan import plan_release
+from dprelease.schemas.spec import load_spec
+from dprelease.schemas.table import load_schema
 from dprelease.tasks.ingest import InputError
 from tests.steward import steward_of
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dprelease.flows.cli import main
-from dprelease.schemas.model import load_schema
+from dprelease.schemas.table import load_schema
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 SCHEMA = ADULT / "schema.yaml"

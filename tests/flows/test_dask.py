@@ -18,9 +18,9 @@ import yaml
 
 distributed = pytest.importorskip("distributed")
 
-from dprelease.dp.accounting import Ledger  # noqa: E402
+from dprelease.dp.accounting.ledger import Ledger  # noqa: E402
 from dprelease.schemas.encoding import domains_for, rules_for  # noqa: E402
-from dprelease.schemas.model import load_spec  # noqa: E402
+from dprelease.schemas.spec import load_spec  # noqa: E402
 from dprelease.tasks.ingest import row_group_refs  # noqa: E402
 from dprelease.tasks.measure import Counter, map_client, map_partitions  # noqa: E402
 from tests.steward import steward_of  # noqa: E402
@@ -126,7 +126,7 @@ def test_a_failure_on_a_worker_comes_back_message_free(cluster, tmp_path):
     """A library error carrying a raw value on a worker reaches the client as a message-free StageFailed."""
     import pyarrow as pa
 
-    from dprelease.dp.marginals import ColumnDomain
+    from dprelease.dp.measurement.marginals import ColumnDomain
     from dprelease.tasks import StageFailed
     from dprelease.tasks.ingest import remote_count_partition
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dprelease.tasks.evaluate as evaluate
-from dprelease.dp.risk import exact_match_share
+from dprelease.quality.risk import exact_match_share
 from dprelease.tasks.evaluate import secure_order, take_rows
 
 ROOT = Path(__file__).parents[2]

@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import dprelease.tasks.validate
-from dprelease.dp.accounting import Ledger
-from dprelease.dp.budget import ZCDPBudget
+from dprelease.dp.accounting.budget import ZCDPBudget
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.flows.cli import EXIT_CODES, main
-from dprelease.schemas.model import load_spec
+from dprelease.schemas.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"

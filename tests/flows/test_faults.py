@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dprelease.dp.accounting import FAULT_ENV, Ledger
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.accounting.processes import FAULT_ENV
 from dprelease.tasks.staging import verify_release
 from tests.examples import adult_example
 

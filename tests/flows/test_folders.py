@@ -12,7 +12,8 @@ import pytest
 
 from dprelease.flows.cli import main
 from dprelease.schemas.identifiers import FolderError, IdentifierError, check_identifier, inside
-from dprelease.schemas.model import SchemaError, load_spec
+from dprelease.schemas.model import SchemaError
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks.ingest import InputError
 from dprelease.tasks.preflight import check_steward_root
 from dprelease.tasks.staging import STAGING_RECORD, create_staging, create_steward, manifest_seal, verify_release

@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from dprelease.dp.accounting import Ledger
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import BudgetExceededError
-from dprelease.schemas.model import load_schema, load_spec
+from dprelease.schemas.spec import load_spec
+from dprelease.schemas.table import load_schema
 from tests.steward import steward_of
 
 pytestmark = pytest.mark.e2e
@@ -182,7 +183,7 @@ def test_internal_report_has_disclosure_risk_and_utility_charts(adult_release):
 
 
 def test_public_html_report_is_the_rendering_of_audit_json(adult_release):
-    from dprelease.schemas.report_html import render_html
+    from dprelease.reports.html import render_html
 
     target, _, _ = adult_release
     audit = json.loads((target / "audit.json").read_text())

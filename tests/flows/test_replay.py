@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dprelease.dp.accounting import Ledger
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import LedgerError, StageFailed
-from dprelease.dp.random import OpenDPNoise
+from dprelease.dp.mechanisms.random import OpenDPNoise
 from dprelease.tasks.staging import public_files, verify_release
 
 pytestmark = pytest.mark.e2e

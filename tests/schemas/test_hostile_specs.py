@@ -14,11 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from dprelease.dp.marginals import ColumnDomain, count_all
-from dprelease.schemas.audit import build_audit  # noqa: F401  (the audit module loads with the new fields)
+from dprelease.dp.measurement.marginals import ColumnDomain, count_all
+from dprelease.reports.audit import build_audit  # noqa: F401  (the audit module loads with the new fields)
 from dprelease.schemas.encoding import domains_for, rules_for
-from dprelease.schemas.model import MAX_YAML_ALIASES, SchemaError, load_schema, load_spec
+from dprelease.schemas.model import SchemaError
 from dprelease.schemas.plan import plan_release
+from dprelease.schemas.reading import MAX_YAML_ALIASES
+from dprelease.schemas.spec import load_spec
+from dprelease.schemas.table import load_schema
 from dprelease.tasks.ingest import COALESCE_ROWS, batch_count, row_groups
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"

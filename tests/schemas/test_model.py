@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dprelease.dp.budget import ZCDPBudget, approx_from_zcdp, approx_from_zcdp_cks
-from dprelease.schemas.model import SchemaError, load_schema, load_spec
+from dprelease.dp.accounting.budget import ZCDPBudget, approx_from_zcdp
+from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
+from dprelease.schemas.model import SchemaError
+from dprelease.schemas.spec import load_spec
+from dprelease.schemas.table import load_schema
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 
@@ -268,8 +271,8 @@ def test_privacy_unit_id_column(tmp_path):
 def test_a_missing_or_ill_typed_id_column_is_a_structural_problem():
     import pyarrow as pa
 
+    from dprelease.quality.validation import structural_problems
     from dprelease.schemas.model import Column, PrivacyUnit, TableSchema
-    from dprelease.schemas.validation import structural_problems
 
     schema = TableSchema("t", (Column("tenure", "category", categories=("own",)),), PrivacyUnit("household", 2))
     missing = structural_problems(schema, pa.schema([("tenure", pa.string())]))

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dprelease.dp.budget import PureBudget, ZCDPBudget
-from dprelease.schemas.model import SchemaError, load_spec
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.schemas.model import SchemaError
 from dprelease.schemas.plan import plan_release
+from dprelease.schemas.spec import load_spec
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 

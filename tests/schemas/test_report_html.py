@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dprelease.dp.accounting import Charge, LedgerStatus, Measurement
-from dprelease.dp.budget import PureBudget, ZCDPBudget
-from dprelease.schemas.audit import build_audit
-from dprelease.schemas.model import load_spec
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.charges import MeasurementRecord
+from dprelease.dp.accounting.ledger_rows import Charge, LedgerStatus
+from dprelease.reports.audit import build_audit
+from dprelease.reports.html import render_html
+from dprelease.reports.internal_html import render_internal_html
 from dprelease.schemas.plan import ReleasePlan, plan_release
-from dprelease.schemas.report_html import render_html, render_internal_html
+from dprelease.schemas.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
@@ -36,7 +38,7 @@ def _audit_for(plan: ReleasePlan, spec_path: Path, *, dataset_name: str | None =
     spec = load_spec(spec_path)
     zcdp = plan.definition == "zcdp"
     charges: list[Charge] = []
-    measurements: list[Measurement] = []
+    measurements: list[MeasurementRecord] = []
 
     def add(stage: str, query: str, mechanism: str, sensitivity: str, scale: float, loss: Fraction,
             native, std: float | None, ci: float | None, cells: int) -> None:
@@ -44,7 +46,7 @@ def _audit_for(plan: ReleasePlan, spec_path: Path, *, dataset_name: str | None =
                               query=query, mechanism=mechanism, sensitivity=sensitivity, scale=repr(scale), loss=loss,
                               native_loss=str(native), created_at=0.0))
         booked = ZCDPBudget(loss) if zcdp else PureBudget(loss)
-        measurements.append(Measurement(stage=stage, query=query, mechanism=mechanism, sensitivity=sensitivity,
+        measurements.append(MeasurementRecord(stage=stage, query=query, mechanism=mechanism, sensitivity=sensitivity,
                                         scale=scale, loss=booked, native_loss=native, std=std, ci95=ci, cells=cells))
 
     for b in plan.bounds:
@@ -267,7 +269,7 @@ def test_internal_page_small_multiples_and_escaping(zcdp_audit, utility):
 
 
 def test_importing_the_module_does_not_import_matplotlib():
-    code = "import sys, schemas.report_html; assert 'matplotlib' not in sys.modules"
+    code = "import sys, reports.html; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -276,7 +278,7 @@ def test_bytes_do_not_depend_on_the_process(tmp_path):
     import hashlib
     import os
 
-    code = ("import hashlib, json, sys; from schemas.report_html import render_html; "
+    code = ("import hashlib, json, sys; from reports.html import render_html; "
             "page = render_html(json.loads(open(sys.argv[1], encoding='utf-8').read())); "
             "print(hashlib.sha256(page.encode('utf-8')).hexdigest())")
     expected = hashlib.sha256(render_html(json.loads(FIXTURE.read_text(encoding="utf-8"))).encode("utf-8")).hexdigest()

@@ -10,8 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dprelease.schemas.model import Column, TableSchema, load_schema
-from dprelease.schemas.validation import (
+from dprelease.quality.validation import (
     ExpectationOutcome,
     Problem,
     ValidationReport,
@@ -19,6 +18,8 @@ from dprelease.schemas.validation import (
     structural_problems,
     validate_table,
 )
+from dprelease.schemas.model import Column, TableSchema
+from dprelease.schemas.table import load_schema
 
 ROOT = Path(__file__).parents[2]
 ADULT = ROOT / "examples" / "adult"
@@ -286,13 +287,13 @@ def test_errored_outcome_line():
 
 
 def test_import_is_cheap():
-    code = "import sys, schemas.validation; print('great_expectations' in sys.modules)"
+    code = "import sys, quality.validation; print('great_expectations' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_a_check_ge_cannot_evaluate_is_a_failure_without_its_message(monkeypatch):
-    import dprelease.schemas.validation as validation
+    import dprelease.quality.validation as validation
 
     original = validation._canonical
 
@@ -330,7 +331,7 @@ def _mixed_failures() -> pa.Table:
 
 
 def test_batches_give_the_whole_tables_report(monkeypatch):
-    import dprelease.schemas.validation as validation
+    import dprelease.quality.validation as validation
 
     table = _mixed_failures()
     whole = validate_table(table, SCHEMA)
@@ -344,7 +345,7 @@ def test_batches_give_the_whole_tables_report(monkeypatch):
 
 
 def test_fast_paths_give_the_exact_slow_paths_report(monkeypatch):
-    import dprelease.schemas.validation as validation
+    import dprelease.quality.validation as validation
 
     table = _mixed_failures().set_column(5, "weight", pa.array([None if i % 8 == 0 else float(i) for i in range(40)]))
     fast = validate_table(table, SCHEMA)
@@ -358,7 +359,7 @@ def test_fast_paths_give_the_exact_slow_paths_report(monkeypatch):
 
 
 def test_empty_batches_are_one_empty_table():
-    import dprelease.schemas.validation as validation
+    import dprelease.quality.validation as validation
 
     table = _good()
     report = validation.validate_batches(iter(()), SCHEMA, table.schema)

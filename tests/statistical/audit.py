@@ -38,7 +38,7 @@ import numpy.typing as npt
 from scipy import optimize, stats
 from scipy.special import logsumexp, xlogy
 
-from dprelease.dp.random import IntArray, NoiseSource
+from dprelease.dp.mechanisms.random import IntArray, NoiseSource
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -447,7 +447,7 @@ def chi_square_miss_log10(result: ChiSquareResult) -> float:
 
 
 class ScaledNoise:
-    """A deliberately broken :class:`~dp.random.NoiseSource`: every scale multiplied by ``factor``.
+    """A deliberately broken :class:`~dp.mechanisms.random.NoiseSource`: every scale multiplied by ``factor``.
 
     With ``factor < 1`` the mechanism draws less noise than its booked loss pays for; audits use
     it to show that they would notice.

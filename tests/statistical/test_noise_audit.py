@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dprelease.dp.budget import PureBudget, ZCDPBudget
-from dprelease.dp.mechanisms import DiscreteGaussian, DiscreteLaplace, Mechanism
-from dprelease.dp.random import IntArray, OpenDPNoise
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.mechanisms.noise import DiscreteGaussian, DiscreteLaplace, Mechanism
+from dprelease.dp.mechanisms.random import IntArray, OpenDPNoise
 from tests.statistical.audit import (
     Event,
     Indicator,
@@ -210,7 +210,7 @@ def test_production_sampler_audit_stays_within_booked_loss(case: Case, draw, res
     bounds can only understate it. The supremum over alpha is a single statistic (no multiplicity:
     on the good event all alphas hold at once). This is the tightest single-event test that is
     valid for every rho-zCDP mechanism. (The (epsilon, delta) route, comparing
-    ln((p_lower - delta) / p_upper) with dp.budget.approx_from_zcdp(rho, delta).epsilon, is also
+    ln((p_lower - delta) / p_upper) with dp.accounting.budget.approx_from_zcdp(rho, delta).epsilon, is also
     sound but too loose at N = 1e5 to catch 0.7 x sigma for any delta: its best case, delta ~ 0.06
     and {out >= c+2}, gives about 2.54 against an allowed 2.85.)
     """

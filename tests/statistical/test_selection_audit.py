@@ -1,4 +1,4 @@
-"""Statistical tests of the private selection mechanisms (dp/selection.py).
+"""Statistical tests of the private selection mechanisms (dp/mechanisms/selection.py).
 
 Two kinds of test:
 
@@ -54,9 +54,9 @@ import numpy.typing as npt
 import pytest
 from scipy import stats
 
-from dprelease.dp.budget import PureBudget
-from dprelease.dp.random import OpenDPNoise
-from dprelease.dp.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
+from dprelease.dp.accounting.budget import PureBudget
+from dprelease.dp.mechanisms.random import OpenDPNoise
+from dprelease.dp.mechanisms.selection import ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from tests.noise import SeededNoise
 
 pytestmark = pytest.mark.statistical

@@ -1,4 +1,4 @@
-"""Statistical privacy audit and structural checks of the sparse vector technique (``dp/svt.py``).
+"""Statistical privacy audit and structural checks of the sparse vector technique (``dp/mechanisms/svt.py``).
 
 Two kinds of test, and three deliberately broken variants that each must be caught by one of them:
 
@@ -15,12 +15,12 @@ Two kinds of test, and three deliberately broken variants that each must be caug
 
 The audited code is the production code: :meth:`AboveThreshold.run_batch` and
 :meth:`Sparse.run_batch` are the release path's :meth:`run` with a batch dimension (``run`` is
-``run_batch`` on one row; both go through ``dp.svt._scan_batch``). What changes for speed is only
+``run_batch`` on one row; both go through ``dp.mechanisms.svt._scan_batch``). What changes for speed is only
 the noise source: :class:`tests.noise.SeededNoise` samples the same discrete Laplace distribution
 (the difference of two i.i.d. geometric variables has pmf ∝ exp(-|z| / scale)) from a seeded numpy
 generator. A chi-square goodness-of-fit test against the exact output distribution (computed
 below by summing over the threshold noise) checks both that and the scan itself, and a smaller
-audit (N = 20_000 per side) runs through the production :class:`~dp.random.OpenDPNoise`.
+audit (N = 20_000 per side) runs through the production :class:`~dp.mechanisms.random.OpenDPNoise`.
 
 Parameters: epsilon = 2, sensitivity 1, public threshold T = 1 (scales 1 and 2). These maximise the
 power against the halved-noise variant among epsilon in {1, 2} and T in -2..8 (computed with the
@@ -57,9 +57,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dprelease.dp.budget import PureBudget
-from dprelease.dp.random import IntArray, NoiseSource, OpenDPNoise
-from dprelease.dp.svt import AboveThreshold, MonotoneAboveThreshold, Sparse
+from dprelease.dp.accounting.budget import PureBudget
+from dprelease.dp.mechanisms.random import IntArray, NoiseSource, OpenDPNoise
+from dprelease.dp.mechanisms.svt import AboveThreshold, MonotoneAboveThreshold, Sparse
 from tests.noise import SeededNoise, SpyNoise
 from tests.statistical.audit import (
     AuditResult,
@@ -572,10 +572,10 @@ def test_production_scan_is_the_batch_scan() -> None:
 def _bounds_scan_pair(new_row: float = 1.5) -> tuple[list[int], list[int]]:
     """'Rows below g' on a grid, for a small column D and for D with one more row (its neighbour).
 
-    Built with the production map (``dp.svt.tail_counts``) on a geometric grid like
+    Built with the production map (``dp.measurement.bounds.tail_counts``) on a geometric grid like
     ``geometric_grid``'s: every count of D' is that of D or one more (monotone), as in a release.
     """
-    from dprelease.dp.svt import tail_counts
+    from dprelease.dp.measurement.bounds import tail_counts
 
     grid = tuple(float(2**k) for k in range(8))  # 1, 2, 4, ..., 128
     column = np.asarray([3.0, 5.0, 9.0, 17.0, 33.0, 40.0, 70.0], dtype=np.float64)

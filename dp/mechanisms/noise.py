@@ -23,9 +23,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from dprelease.dp.budget import PureBudget, ZCDPBudget, float_at_least
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget, float_at_least
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.random import IntArray, NoiseSource, opendp_gaussian, opendp_laplace
+from dprelease.dp.mechanisms.random import IntArray, NoiseSource, opendp_gaussian, opendp_laplace
 
 _MAX_ULP_STEPS = 10_000
 
@@ -102,7 +102,7 @@ class DiscreteLaplace:
         return f"L1={self.l1_sensitivity}"
 
     def sample(self, values: IntArray, noise: NoiseSource) -> IntArray:
-        """Return ``values`` plus noise; callers go through :func:`dp.accounting.measure`."""
+        """Return ``values`` plus noise; callers go through :func:`dp.accounting.charges.measure`."""
         return noise.discrete_laplace(np.asarray(values, dtype=np.int64), self._scale)
 
 
@@ -181,7 +181,7 @@ class DiscreteGaussian:
         return f"L2={self.l2_sensitivity}"
 
     def sample(self, values: IntArray, noise: NoiseSource) -> IntArray:
-        """Return ``values`` plus noise; callers go through :func:`dp.accounting.measure`."""
+        """Return ``values`` plus noise; callers go through :func:`dp.accounting.charges.measure`."""
         return noise.discrete_gaussian(np.asarray(values, dtype=np.int64), self._sigma)
 
 

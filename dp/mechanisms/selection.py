@@ -34,7 +34,7 @@ epsilon² / 8 (:meth:`ExponentialMechanism.zcdp_loss`: it is epsilon-bounded-ran
 ``docs/proofs/exponential_bounded_range.md``); permute-and-flip and report-noisy-max are booked at
 the general epsilon² / 2.
 
-Every mechanism here is a frozen dataclass with a :class:`~dp.budget.PureBudget`; its scale is
+Every mechanism here is a frozen dataclass with a :class:`~dp.accounting.budget.PureBudget`; its scale is
 rounded up to a double and :meth:`privacy_loss` is recomputed from it, so it never exceeds the
 budget. :func:`run_selection` books the loss in the ledger before anything is drawn.
 
@@ -59,10 +59,16 @@ import numpy as np
 import numpy.typing as npt
 import opendp.prelude as odp
 
-from dprelease.dp.accounting import Measurement, ReleaseContext, charge, replay, seal
-from dprelease.dp.budget import PureBudget, ZCDPBudget, float_at_least, positive_number, zcdp_from_bounded_range
+from dprelease.dp.accounting.budget import (
+    PureBudget,
+    ZCDPBudget,
+    float_at_least,
+    positive_number,
+    zcdp_from_bounded_range,
+)
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, charge, replay, seal
 from dprelease.dp.errors import InternalError, ParameterError
-from dprelease.dp.random import IntArray, NoiseSource
+from dprelease.dp.mechanisms.random import IntArray, NoiseSource
 
 odp.enable_features("contrib")
 
@@ -193,7 +199,7 @@ _OPENDP_SELECTION = OpenDPSelection()
 def selection_source(noise: object) -> SelectionNoise:
     """The sampler for a selection: ``noise`` itself if it draws selections, else OpenDP's.
 
-    A release context's noise source (:class:`~dp.random.OpenDPNoise`) only adds integer noise,
+    A release context's noise source (:class:`~dp.mechanisms.random.OpenDPNoise`) only adds integer noise,
     so releases select with :class:`OpenDPSelection`; test doubles may implement
     :class:`SelectionNoise` to be used instead.
     """
@@ -438,7 +444,7 @@ def run_selection(
     *,
     stage: str,
     query: str,
-) -> tuple[int, Measurement]:
+) -> tuple[int, MeasurementRecord]:
     """Charge the ledger for one selection, then select, and seal the outcome (or replay it).
 
     The scores are validated first (a malformed call books nothing), then the mechanism's loss is

@@ -1,6 +1,6 @@
 """Choosing the cliques of a degree-2 junction-tree model, privately.
 
-After a spanning tree over the columns has been chosen (:mod:`dp.structure`, MST-style), the tree
+After a spanning tree over the columns has been chosen (:mod:`dp.synthesis.structure`, MST-style), the tree
 is visited breadth-first from a root; each column ``ch`` with tree parent ``pa`` gets a clique
 ``(pa, q, ch)``, where the second parent ``q`` is chosen by the exponential mechanism among the
 columns that already share a clique with ``pa`` (a public set given the earlier choices), or the
@@ -36,10 +36,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting import Measurement, ReleaseContext
-from dprelease.dp.budget import PureBudget
+from dprelease.dp.accounting.budget import PureBudget
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import InternalError, ParameterError
-from dprelease.dp.selection import ExponentialMechanism, run_selection
+from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selection
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -168,7 +168,7 @@ def select_cliques(
     *,
     score_sensitivity: int,
     stage: str = "selection",
-) -> tuple[list[Clique], list[Measurement]]:
+) -> tuple[list[Clique], list[MeasurementRecord]]:
     """The cliques of a degree-2 junction tree along ``order``, second parents chosen by the exponential mechanism.
 
     Args:
@@ -186,7 +186,7 @@ def select_cliques(
     """
     mechanism = ExponentialMechanism(score_sensitivity=score_sensitivity, budget=run_budget)
     cliques: list[Clique] = []
-    records: list[Measurement] = []
+    records: list[MeasurementRecord] = []
     for child, parent in order:
         if parent is None:
             continue

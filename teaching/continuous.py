@@ -5,8 +5,8 @@ numpy's floating-point samplers from a :class:`numpy.random.Generator` the calle
 guarantees below are those of the *idealised* real-valued mechanisms: a floating-point Laplace
 sample leaks through the pattern of representable doubles (Mironov 2012, "On significance of the
 least significant bits for differential privacy"), and numpy's generators are not
-cryptographically secure. Releases use :class:`dp.mechanisms.DiscreteLaplace` and
-:class:`dp.mechanisms.DiscreteGaussian`, sampled exactly by OpenDP. Use this module to show
+cryptographically secure. Releases use :class:`dp.mechanisms.noise.DiscreteLaplace` and
+:class:`dp.mechanisms.noise.DiscreteGaussian`, sampled exactly by OpenDP. Use this module to show
 students the formulas, or to compare accuracy with the discrete mechanisms.
 
 >>> Laplace(l1_sensitivity=1, budget=PureBudget(Fraction(1, 2))).scale()
@@ -26,7 +26,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.budget import ApproxBudget, PureBudget, float_at_least, positive_number
+from dprelease.dp.accounting.budget import ApproxBudget, PureBudget, float_at_least, positive_number
 from dprelease.dp.errors import ParameterError
 
 FloatArray = npt.NDArray[np.float64]
@@ -66,7 +66,7 @@ class Laplace:
     Privacy (of the idealised real-valued mechanism): epsilon-DP with epsilon =
     l1_sensitivity / scale, for neighbouring inputs whose value vectors differ by at most
     ``l1_sensitivity`` in L1 norm (Dwork & Roth 2014, Thm. 3.6). numpy's floating-point sampler
-    does not attain it exactly (Mironov 2012); releases use :class:`dp.mechanisms.DiscreteLaplace`.
+    does not attain it exactly (Mironov 2012); releases use :class:`dp.mechanisms.noise.DiscreteLaplace`.
 
     Attributes:
         l1_sensitivity: Declared L1 sensitivity of the vector (a positive number).
@@ -115,7 +115,7 @@ class Gaussian:
     with epsilon = l2_sensitivity sqrt(2 ln(1.25 / delta)) / sigma, for neighbouring inputs whose
     value vectors differ by at most ``l2_sensitivity`` in L2 norm (Dwork & Roth 2014, Thm. A.1).
     The theorem says nothing for epsilon >= 1, so such budgets are refused. Releases use
-    :class:`dp.mechanisms.DiscreteGaussian` under zCDP instead.
+    :class:`dp.mechanisms.noise.DiscreteGaussian` under zCDP instead.
 
     Attributes:
         l2_sensitivity: Declared L2 sensitivity of the vector (a positive number).

@@ -12,7 +12,7 @@ the table are dropped. Counts go to the steward-only internal report (:meth:`Val
 never to :meth:`ValidationReport.failed_rules`.
 
 Great Expectations takes seconds to import, so it is imported inside the functions that use it:
-``import schemas.validation`` stays cheap.
+``import quality.validation`` stays cheap.
 """
 
 from __future__ import annotations

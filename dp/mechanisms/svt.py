@@ -1,4 +1,4 @@
-"""The sparse vector technique, and clip-bound discovery built on it.
+"""The sparse vector technique: AboveThreshold (also for monotone queries) and Sparse.
 
 :class:`AboveThreshold` is Dwork & Roth's Algorithm 1 ("The Algorithmic Foundations of
 Differential Privacy", 2014, Sec. 3.6) over integer-valued queries of L1 sensitivity Δ, with exact
@@ -19,35 +19,23 @@ an AboveThreshold run of epsilon/c with a freshly drawn threshold noise. Both me
 scan, :func:`_scan_batch`, which also takes a batch of independent runs; statistical audits run
 the very code a release runs, only with many rows.
 
-:func:`range_query_answers` is the sparse-vector application of Near & Abuah's "Programming
-Differential Privacy" (chapter "The Sparse Vector Technique", range queries): Sparse picks the
-range counts above a threshold, and only those are measured with discrete Laplace noise.
-
-:func:`discover_bounds` finds public clipping bounds for a numeric column without declared ones:
-one AboveThreshold run for the lower bound (ascending geometric grid, queries "rows below g") and
-one for the upper bound (descending grid, queries "rows above g"). Both queries have sensitivity 1
-under add/remove-one-row. A run that never fires returns the end of the declared search range.
-
->>> grid = geometric_grid(0, 100)
->>> grid[:6], grid[-1]
-((0.0, 1.0, 2.0, 4.0, 8.0, 16.0), 100.0)
+Applications: clip-bound discovery (:mod:`dp.measurement.bounds`) and range queries
+(:mod:`dp.mechanisms.range_queries`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting import Measurement, ReleaseContext, charge, measure, replay, seal
-from dprelease.dp.budget import PureBudget, float_at_least
+from dprelease.dp.accounting.budget import PureBudget, float_at_least
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, charge, replay, seal
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.mechanisms import DiscreteLaplace
-from dprelease.dp.random import IntArray, NoiseSource
+from dprelease.dp.mechanisms.random import IntArray, NoiseSource
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -136,7 +124,7 @@ def run_above_threshold(
     *,
     stage: str,
     query: str,
-) -> tuple[int | None, Measurement]:
+) -> tuple[int | None, MeasurementRecord]:
     """Charge the ledger for one AboveThreshold run, run it and seal its outcome (or replay it)."""
     sealed = replay(mechanism, context, stage=stage, query=query)
     if sealed is not None:
@@ -193,68 +181,6 @@ def _scan_batch(
         hits[active, round_] = first
         start[active] = first + 1
     return hits
-
-
-def geometric_grid(low: float, high: float) -> tuple[float, ...]:
-    """Candidate bounds inside [low, high]: the ends, 0 when inside, and ±2^k offsets.
-
-    For a range that does not contain 0, the powers of two are offsets from the end nearer 0.
-    """
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ParameterError(f"search_range ({low}, {high}) must be finite with low below high")
-    points = {float(low), float(high)}
-    if low < 0 < high:
-        points.add(0.0)
-        anchors = [(0.0, 1.0), (0.0, -1.0)]
-    elif low >= 0:
-        anchors = [(float(low), 1.0)]
-    else:
-        anchors = [(float(high), -1.0)]
-    for origin, sign in anchors:
-        k = 0
-        while True:
-            point = origin + sign * 2.0**k
-            if not low < point < high:
-                break
-            points.add(point)
-            k += 1
-    return tuple(sorted(points))
-
-
-def tail_counts(values: FloatArray, grid: tuple[float, ...]) -> tuple[IntArray, IntArray]:
-    """For each grid point g: rows with value < g, and rows with value > g.
-
-    Each count has sensitivity 1 under add/remove-one-row. NaN (missing) rows are in neither
-    count; -inf is below and +inf above every point. Counts over row groups add up, so this is
-    the map step of a map-reduce.
-    """
-    finite_or_inf = values[~np.isnan(values)]
-    ordered = np.sort(finite_or_inf)
-    points = np.asarray(grid, dtype=np.float64)
-    below = np.searchsorted(ordered, points, side="left").astype(np.int64)
-    above = (len(ordered) - np.searchsorted(ordered, points, side="right")).astype(np.int64)
-    return below, above
-
-
-@dataclass(frozen=True)
-class DiscoveredBounds:
-    """Bounds found by SVT for one column: DP outputs, public once released.
-
-    Attributes:
-        column: The column.
-        lower: The lower clipping bound.
-        upper: The upper clipping bound.
-        lower_found: False when the lower run never fired (fell back to the search range).
-        upper_found: False when the upper run never fired.
-        measurements: The two AboveThreshold runs' provenance.
-    """
-
-    column: str
-    lower: float
-    upper: float
-    lower_found: bool
-    upper_found: bool
-    measurements: tuple[Measurement, ...]
 
 
 def svt_threshold(
@@ -327,66 +253,6 @@ def _threshold_for_both_noises(query_scale: float, threshold_scale: float, queri
         middle = (low + high) / 2
         low, high = (middle, high) if _difference_tail(middle, query_scale, threshold_scale) > target else (low, middle)
     return max(1, math.ceil(high))
-
-
-def discover_bounds(
-    column: str,
-    counts: tuple[IntArray, IntArray],
-    grid: tuple[float, ...],
-    run_budget: PureBudget,
-    context: ReleaseContext,
-    *,
-    sensitivity: int,
-    stage: str = "bounds",
-    cheap_widening: bool = False,
-) -> DiscoveredBounds:
-    """Discover lower and upper clipping bounds with two monotone AboveThreshold runs of ``run_budget`` each.
-
-    Args:
-        column: The column name (public).
-        counts: ``tail_counts(values, grid)``, summed over row groups.
-        grid: The candidate points, ascending.
-        run_budget: Epsilon of each of the two runs (the column costs both, composed).
-        context: The ledger and noise source.
-        sensitivity: How much one privacy unit can move each tail count: 1 for row-level privacy,
-            k when contributions are bounded to k rows per id.
-        stage: The ledger stage name.
-        cheap_widening: Whether a too wide bound costs little (public: the column is binned ``log``);
-            then the threshold is lower (:func:`svt_threshold`).
-
-    Returns:
-        The bounds; lower < upper always holds (a crossing is resolved towards the search range).
-    """
-    below, above = counts
-    # "Rows below g" over ascending g (and "rows above g" over descending g) are monotone: adding a
-    # privacy unit raises every count of a scan by 0 to Δ, removing one lowers them all. So the
-    # monotone AboveThreshold applies, with query noise 2Δ/ε instead of 4Δ/ε for the same ε.
-    mechanism = MonotoneAboveThreshold(sensitivity, run_budget)
-    # The grid's origin is 0 when the range holds it, else its end nearer 0 (geometric_grid): a side
-    # whose candidates run away from it doubles the range with each spurious step.
-    lower_threshold, upper_threshold = (
-        svt_threshold(mechanism.query_scale(), len(grid), cheap_widening=cheap_widening, away_from_origin=away,
-                      threshold_scale=mechanism.threshold_scale())
-        for away in (grid[0] < 0, grid[-1] > 0)
-    )
-
-    # Lower bound: ascending scan of "rows below g"; the bound is the last point before it fires.
-    hit, lower_record = run_above_threshold(
-        mechanism, below, lower_threshold, context, stage=stage, query=f"lower bound of {column}"
-    )
-    lower_found = hit is not None and hit > 0
-    lower = grid[hit - 1] if lower_found and hit is not None else grid[0]
-
-    # Upper bound: descending scan of "rows above g"; the bound is the last point before it fires.
-    descending = above[::-1].copy()
-    hit, upper_record = run_above_threshold(
-        mechanism, descending, upper_threshold, context, stage=stage, query=f"upper bound of {column}"
-    )
-    upper_found = hit is not None and hit > 0
-    upper = grid[len(grid) - hit] if upper_found and hit is not None else grid[-1]
-    if not lower < upper:
-        lower, upper, lower_found, upper_found = grid[0], grid[-1], False, False
-    return DiscoveredBounds(column, lower, upper, lower_found, upper_found, (lower_record, upper_record))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,7 +377,7 @@ def run_sparse(
     *,
     stage: str,
     query: str,
-) -> tuple[list[int], Measurement]:
+) -> tuple[list[int], MeasurementRecord]:
     """Charge the ledger for one Sparse run, run it and seal its outcome (or replay it).
 
     The arguments are checked before anything is charged; the charge is booked before any noise
@@ -529,138 +395,6 @@ def run_sparse(
     indices = mechanism.run(values, threshold, context.noise)
     seal(context, record, {"indices": indices})
     return indices, record
-
-
-# ---------------------------------------------------------------------------------------------
-# Range queries (Near & Abuah, "Programming Differential Privacy", sparse vector chapter)
-
-
-def range_counts(values: FloatArray, ranges: Sequence[tuple[float, float]]) -> IntArray:
-    """For each range [low, high): the rows with low <= value < high.
-
-    Each count has sensitivity 1 under add/remove-one-row. NaN (missing) rows are in no range.
-
-    >>> range_counts(np.array([0.0, 1.0, 1.5, 2.0, np.nan]), [(0, 1), (1, 2), (0, 10)]).tolist()
-    [1, 2, 4]
-    """
-    ordered = np.sort(values[~np.isnan(values)])
-    lows = np.asarray([r[0] for r in ranges], dtype=np.float64)
-    highs = np.asarray([r[1] for r in ranges], dtype=np.float64)
-    inside = np.searchsorted(ordered, highs, side="left") - np.searchsorted(ordered, lows, side="left")
-    return inside.astype(np.int64)
-
-
-def overlap_depth(ranges: Sequence[tuple[float, float]]) -> int:
-    """The largest number of ranges [low, high) sharing a point.
-
-    One row lies in at most this many of the ranges, so it is the L1 sensitivity of their counts
-    as one vector under add/remove-one-row (it is 1 for disjoint ranges, and at most their number).
-
-    >>> overlap_depth([(0, 1), (1, 2), (2, 3)]), overlap_depth([(0, 10), (2, 3), (2.5, 4)])
-    (1, 3)
-    """
-    # At a shared coordinate the end (-1) sorts before the start (+1): [a, b) and [b, c) are disjoint.
-    steps = sorted([(float(low), 1) for low, _ in ranges] + [(float(high), -1) for _, high in ranges])
-    depth = deepest = 0
-    for _, step in steps:
-        depth += step
-        deepest = max(deepest, depth)
-    return deepest
-
-
-def _check_ranges(ranges: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
-    checked = []
-    if len(ranges) == 0:
-        raise ParameterError("range_query_answers: ranges must not be empty")
-    for i, pair in enumerate(ranges):
-        try:
-            low, high = (float(x) for x in pair)
-        except (TypeError, ValueError):
-            raise ParameterError(f"range_query_answers: ranges[{i}] must be a pair of numbers (low, high)") from None
-        if not low < high:
-            raise ParameterError(f"range_query_answers: ranges[{i}] ({low:g}, {high:g}) must have low below high")
-        checked.append((low, high))
-    return tuple(checked)
-
-
-@dataclass(frozen=True)
-class NoisyRangeCounts:
-    """Noisy counts of the range queries that Sparse reported above the threshold (a DP output).
-
-    Attributes:
-        ranges: All range queries asked, each [low, high) (public).
-        indices: The queries Sparse reported above the threshold, increasing, at most ``cutoff``.
-        counts: Their noisy counts, aligned with ``indices``. The noise is drawn after, and
-            independently of, the selection, so each is unbiased for its range's true count.
-        scale: The discrete Laplace scale of ``counts``; None when nothing was selected.
-        measurements: Provenance: the Sparse run, then the counts' measurement (if any).
-    """
-
-    ranges: tuple[tuple[float, float], ...]
-    indices: tuple[int, ...]
-    counts: IntArray
-    scale: float | None
-    measurements: tuple[Measurement, ...]
-
-
-def range_query_answers(
-    values: FloatArray,
-    ranges: Sequence[tuple[float, float]],
-    threshold: int,
-    budget: PureBudget,
-    cutoff: int,
-    context: ReleaseContext,
-    *,
-    stage: str,
-    query: str,
-) -> NoisyRangeCounts:
-    """Answer the range counts that are large: Sparse selects up to ``cutoff``, Laplace measures them.
-
-    The book's method (Near & Abuah, "Programming Differential Privacy", sparse vector chapter,
-    range queries): half the budget runs Sparse over all range counts (each of sensitivity 1
-    under add/remove-one-row) to find up to c of them above ``threshold``; the other half
-    measures only those. The book measures each selected count separately at epsilon/(2c), noise
-    scale 2c/ε. Here the selected counts are measured as one vector whose L1 sensitivity is their
-    ranges' overlap depth d (public: it depends on the public ranges and on Sparse's output only),
-    at epsilon/2: scale 2d/ε, never more than the book's since d <= c. The total is
-    epsilon/2 + epsilon/2 = epsilon by sequential composition; when nothing is selected the
-    measurement half is neither drawn nor charged.
-
-    Counts below the threshold are not released; that they were not selected is part of the
-    (private) output. The threshold must be public, chosen without looking at the data.
-
-    Args:
-        values: One column, one row per privacy unit (sensitive).
-        ranges: The range queries, each [low, high) with low < high (public).
-        threshold: The public count threshold (an integer).
-        budget: Epsilon of the whole procedure.
-        cutoff: The most queries answered (c).
-        context: The ledger and noise source.
-        sensitivity: How much one privacy unit can move each tail count: 1 for row-level privacy,
-            k when contributions are bounded to k rows per id.
-        stage: The ledger stage name.
-        query: A public label; the ledger rows are ``{query}: select`` and ``{query}: counts``.
-
-    Returns:
-        The selected indices and their noisy counts.
-
-    Raises:
-        ParameterError: For an empty or malformed range list, a non-integer threshold, a bad cutoff
-            or budget; raised before anything is charged.
-    """
-    checked = _check_ranges(ranges)
-    if not isinstance(budget, PureBudget):
-        raise ParameterError("range_query_answers: budget must be a PureBudget (epsilon)")
-    parts = budget.split({"select": 1, "counts": 1})
-    sparse = Sparse(1, parts["select"], cutoff)
-    counts = range_counts(np.asarray(values, dtype=np.float64), checked)
-    selected, select_record = run_sparse(sparse, counts, threshold, context, stage=stage, query=f"{query}: select")
-    if not selected:
-        return NoisyRangeCounts(checked, (), np.zeros(0, dtype=np.int64), None, (select_record,))
-    depth = overlap_depth([checked[i] for i in selected])
-    laplace = DiscreteLaplace(l1_sensitivity=depth, budget=parts["counts"])
-    noisy, count_record = measure(laplace, counts[selected], context, stage=stage, query=f"{query}: counts")
-    return NoisyRangeCounts(checked, tuple(selected), noisy, laplace.scale(), (select_record, count_record))
 
 
 # ---------------------------------------------------------------------------------------------

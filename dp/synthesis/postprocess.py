@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dprelease.dp.errors import InternalError
-from dprelease.dp.marginals import NoisyMarginal
+from dprelease.dp.synthesis.noisy import NoisyMarginal
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from dprelease.dp.accounting import Charge, LedgerStatus, Measurement
-from dprelease.dp.budget import PureBudget, ZCDPBudget, approx_from_zcdp_cks
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.charges import MeasurementRecord
+from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
+from dprelease.dp.accounting.ledger_rows import Charge, LedgerStatus
 from dprelease.schemas.model import ReleaseSpec
 from dprelease.schemas.plan import ReleasePlan
 
@@ -81,7 +83,7 @@ def build_audit(
     schema_sha256: str,
     charges: Sequence[Charge],
     before: LedgerStatus,
-    measurements: Sequence[Measurement],
+    measurements: Sequence[MeasurementRecord],
     discovered_bounds: Mapping[str, tuple[float, float, bool, bool]],
     synthetic_rows: int,
     model_edges: Sequence[tuple[str, str]],

@@ -13,7 +13,7 @@ computed). Adding or removing one row changes one cell of x_ab by one and nothin
 score moves by at most 1: the per-score sensitivity is 1. Kruskal's algorithm then runs for
 ``columns - 1`` rounds; in each, the exponential mechanism picks one pair among those joining two
 different components (a public set, given the earlier picks), which are then merged. Each round is
-one epsilon-DP selection, booked in the ledger before it draws (:func:`dp.selection.run_selection`).
+one epsilon-DP selection, booked in the ledger before it draws (:func:`dp.mechanisms.selection.run_selection`).
 
 >>> independence_scores({("a", "b"): np.array([5, 0, 0, 5])}, {"a": np.array([.5, .5]), "b": np.array([.5, .5])}, 10)
 {('a', 'b'): 10.0}
@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting import Measurement, ReleaseContext
-from dprelease.dp.budget import PureBudget
+from dprelease.dp.accounting.budget import PureBudget
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import InternalError, ParameterError
-from dprelease.dp.selection import ExponentialMechanism, run_selection
+from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selection
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -82,7 +82,7 @@ def select_spanning_tree(
     *,
     score_sensitivity: int,
     stage: str = "selection",
-) -> tuple[list[Pair], list[Measurement]]:
+) -> tuple[list[Pair], list[MeasurementRecord]]:
     """Grow a spanning forest over ``columns`` by the exponential mechanism, one edge per round.
 
     Args:
@@ -107,7 +107,7 @@ def select_spanning_tree(
     mechanism = ExponentialMechanism(score_sensitivity=score_sensitivity, budget=run_budget)
     components = _Components(columns)
     chosen: list[Pair] = []
-    records: list[Measurement] = []
+    records: list[MeasurementRecord] = []
     for round_number in range(1, len(columns)):
         open_pairs = [p for p in candidates if components.find(p[0]) != components.find(p[1])]
         if not open_pairs:

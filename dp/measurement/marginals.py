@@ -32,7 +32,6 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dprelease.dp.accounting import Measurement
 from dprelease.dp.errors import DomainError, InternalError, ParameterError
 
 IntArray = npt.NDArray[np.int64]
@@ -461,36 +460,3 @@ def count_all(
         for cols in workload:
             totals[cols] += _count(codes, sizes, cols, scratch)
     return totals, handling
-
-
-@dataclass(frozen=True)
-class NoisyMarginal:
-    """A noisy contingency table: a DP output, safe to publish and to post-process.
-
-    Attributes:
-        columns: The measured columns, in axis order.
-        shape: Domain size of each column.
-        counts: Noisy counts, flattened row-major; may be negative before post-processing.
-        measurement: The mechanism, scale and booked loss that produced it.
-    """
-
-    columns: tuple[str, ...]
-    shape: tuple[int, ...]
-    counts: IntArray
-    measurement: Measurement
-
-    def __post_init__(self) -> None:
-        if int(np.prod(self.shape)) != len(self.counts):
-            raise InternalError("NoisyMarginal: counts do not match the shape")
-
-    @property
-    def variance(self) -> float:
-        """Noise variance of each cell."""
-        std = self.measurement.std
-        if std is None:
-            raise InternalError("NoisyMarginal without a noise standard deviation")
-        return std * std
-
-    def table(self) -> npt.NDArray[np.int64]:
-        """The counts as an array of ``shape``."""
-        return self.counts.reshape(self.shape)

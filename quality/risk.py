@@ -10,7 +10,8 @@ Three checks, each a different way a synthetic table can leak a real record:
 * **Distance to closest record (DCR)**: for sampled synthetic rows, the Gower distance to the
   nearest real row, compared with the same distance from sampled real rows to the nearest *other*
   real row (the baseline a synthetic table should not beat).
-* **k-anonymity** over quasi-identifiers (numeric ones optionally cut into bins), for both tables.
+* **k-anonymity** over quasi-identifiers (numeric ones optionally cut into bins), for both tables
+  (:mod:`quality.kanonymity`).
 
 Gower distance, averaged over columns: a numeric column contributes ``|x - y| / range``, where the
 range is the real column's (a synthetic value outside it is clamped to it, which can only shorten
@@ -21,114 +22,36 @@ real values are all equal (or all null) is compared by equality.
 >>> real = pa.table({"age": [23, 24, 37], "sex": ["F", "F", "M"]})
 >>> exact_match_share(real, pa.table({"age": [23, 50], "sex": ["F", "F"]}), ["age", "sex"])
 0.5
->>> k_anonymity(real, ["age", "sex"], numeric_bins={"age": [20, 25, 30, 35, 40]}).k
-1
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.spatial.distance import cdist
 
 from dprelease.dp.errors import ParameterError
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-
-SMALL_CLASS_THRESHOLDS: tuple[int, ...] = (2, 5, 10)
-"""Class sizes below which rows are counted as poorly protected by k-anonymity."""
+from dprelease.quality.columns import (
+    BoolArray,
+    FloatArray,
+    IntArray,
+    _check_columns,
+    _check_rows,
+    _exact_codes,
+    _floats,
+    _is_numeric,
+    _row_keys,
+)
+from dprelease.quality.kanonymity import KAnonymityComparison, k_anonymity_comparison
 
 _BLOCK = 1 << 19
 """Target number of pairwise distances held at once (a few MB, so each block stays in cache)."""
 
-_KEY_LIMIT = 1 << 62
-"""Combined row keys are re-numbered before they could overflow int64."""
-
-
-def _is_numeric(t: pa.DataType) -> bool:
-    return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
-
-
-def _null_mask(column: pa.ChunkedArray) -> BoolArray:
-    mask = pc.is_null(column, nan_is_null=True) if pa.types.is_floating(column.type) else pc.is_null(column)
-    return np.asarray(mask.to_numpy(zero_copy_only=False), dtype=np.bool_)
-
-
-def _floats(column: pa.ChunkedArray) -> FloatArray:
-    """The column as float64, nulls as NaN."""
-    return np.asarray(pc.cast(column, pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64)
-
-
-def _check_columns(columns: Sequence[str], tables: Mapping[str, pa.Table], what: str = "columns") -> list[str]:
-    names = list(columns)
-    if not names:
-        raise ParameterError(f"{what} (empty) must name at least one column")
-    if len(set(names)) != len(names):
-        raise ParameterError(f"{what} must not repeat a column")
-    for label, table in tables.items():
-        for name in names:
-            if name not in table.column_names:
-                raise ParameterError(f"{what} ({name!r}) must be a column of the {label} table")
-    return names
-
-
-def _check_rows(table: pa.Table, label: str, minimum: int = 1) -> None:
-    if table.num_rows < minimum:
-        raise ParameterError(f"the {label} table must have at least {minimum} row{'s' if minimum > 1 else ''}")
-
-
-def _exact_codes(real: pa.ChunkedArray, synthetic: pa.ChunkedArray, name: str) -> tuple[IntArray, int]:
-    """Codes of the exact values of one column in both tables (real rows first); a null is a code of its own.
-
-    Returns the codes and their count.
-    """
-    both: pa.ChunkedArray
-    if _is_numeric(real.type) and _is_numeric(synthetic.type):
-        target = pa.int64() if pa.types.is_integer(real.type) and pa.types.is_integer(synthetic.type) else pa.float64()
-        try:
-            both = pa.chunked_array(pc.cast(real, target).chunks + pc.cast(synthetic, target).chunks, type=target)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            # An integer beyond int64 (uint64): compare as doubles, unchecked; never fail on a value.
-            target = pa.float64()
-            both = pa.chunked_array(pc.cast(real, target, safe=False).chunks
-                                    + pc.cast(synthetic, target, safe=False).chunks, type=target)
-        nulls = _null_mask(both)
-        values = np.asarray(pc.fill_null(both, 0).to_numpy(zero_copy_only=False))
-        _, inverse = np.unique(values[~nulls], return_inverse=True)
-        size = int(inverse.max()) + 1 if inverse.size else 0
-        codes = np.full(len(values), size, dtype=np.int64)
-        codes[~nulls] = inverse.reshape(-1)
-        return codes, size + 1
-    try:
-        other = synthetic if synthetic.type == real.type else pc.cast(synthetic, real.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise ParameterError(f"columns ({name!r}) must have compatible types in both tables") from e
-    both = pa.chunked_array(real.chunks + other.chunks, type=real.type)
-    encoded = pc.dictionary_encode(both).combine_chunks()
-    size = len(encoded.dictionary)
-    indices = np.asarray(encoded.indices.fill_null(size).to_numpy(zero_copy_only=False), dtype=np.int64)
-    return indices, size + 1
-
-
-def _row_keys(columns: Sequence[tuple[IntArray, int]], rows: int) -> IntArray:
-    """One integer per row, equal for two rows exactly when all their codes are equal."""
-    key = np.zeros(rows, dtype=np.int64)
-    size = 1
-    for codes, count in columns:
-        if size * count >= _KEY_LIMIT:
-            uniques, inverse = np.unique(key, return_inverse=True)
-            key, size = inverse.reshape(-1).astype(np.int64), len(uniques)
-        key = key * count + codes
-        size *= count
-    return key
 
 
 def _possible_matches(
@@ -376,135 +299,6 @@ def closest_record_distances(
         share_closer_than_real_p05=float(np.mean(to_real < real_p05)),
         synthetic_sample=len(syn_rows),
         real_sample=len(real_rows),
-    )
-
-
-@dataclass(frozen=True)
-class KAnonymityReport:
-    """Equivalence classes of one table over its quasi-identifiers (internal)."""
-
-    k: int
-    """Size of the smallest class."""
-    classes: int
-    """Number of distinct quasi-identifier combinations present."""
-    rows: int
-    """Number of rows of the table."""
-    small_class_shares: dict[int, float] = field(default_factory=dict)
-    """For each threshold t, the share of rows in classes of fewer than t rows."""
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-friendly form (thresholds become string keys)."""
-        return {
-            "k": self.k, "classes": self.classes, "rows": self.rows,
-            "small_class_shares": {str(t): share for t, share in self.small_class_shares.items()},
-        }
-
-
-def _check_bins(
-    table: pa.Table, names: Sequence[str], numeric_bins: Mapping[str, Sequence[float]]
-) -> dict[str, FloatArray]:
-    edges: dict[str, FloatArray] = {}
-    for name, cuts in numeric_bins.items():
-        if name not in names:
-            raise ParameterError(f"numeric_bins ({name!r}) must name a quasi-identifier")
-        if not _is_numeric(table.column(name).type):
-            raise ParameterError(f"numeric_bins ({name!r}) must name a numeric column")
-        array = np.asarray(list(cuts), dtype=np.float64)
-        if array.size == 0 or not np.all(np.isfinite(array)) or np.any(np.diff(array) <= 0):
-            raise ParameterError(f"numeric_bins.{name} must be finite and strictly increasing, with at least one edge")
-        edges[name] = array
-    return edges
-
-
-def k_anonymity(
-    table: pa.Table,
-    quasi_identifiers: Sequence[str],
-    *,
-    numeric_bins: Mapping[str, Sequence[float]] | None = None,
-    thresholds: Sequence[int] = SMALL_CLASS_THRESHOLDS,
-) -> KAnonymityReport:
-    """k-anonymity of ``table`` over ``quasi_identifiers``.
-
-    A numeric quasi-identifier listed in ``numeric_bins`` is generalised first: with edges
-    e_0 < ... < e_m, the bins are (-inf, e_0), [e_0, e_1), ..., [e_m, inf) (e.g. ``range(20, 95, 5)``
-    for five-year age bands). Other columns keep their exact values. A null is a value of its own.
-
-    Args:
-        table: The table (real or synthetic).
-        quasi_identifiers: The columns an attacker may know.
-        numeric_bins: Optional bin edges per numeric quasi-identifier.
-        thresholds: Class sizes t for which the share of rows in classes smaller than t is reported.
-
-    Returns:
-        k, the number of classes and the small-class shares.
-
-    Raises:
-        ParameterError: A column is missing, bins are malformed or name a non-numeric column, a
-            threshold is not a positive integer, or the table is empty.
-    """
-    names = _check_columns(quasi_identifiers, {"given": table}, "quasi_identifiers")
-    edges = _check_bins(table, names, numeric_bins or {})
-    for t in thresholds:
-        if isinstance(t, bool) or not isinstance(t, int | np.integer) or t < 1:
-            raise ParameterError(f"thresholds ({t!r}) must be positive integers")
-    _check_rows(table, "given")
-    coded: list[tuple[IntArray, int]] = []
-    for name in names:
-        column = table.column(name)
-        if name in edges:
-            values, nulls = _floats(column), _null_mask(column)
-            bins = np.searchsorted(edges[name], np.where(nulls, 0.0, values), side="right").astype(np.int64)
-            size = len(edges[name]) + 1
-            coded.append((np.where(nulls, size, bins), size + 1))
-        else:
-            coded.append(_exact_codes(column, column.slice(0, 0), name))
-    _, sizes = np.unique(_row_keys(coded, table.num_rows), return_counts=True)
-    row_sizes = np.repeat(sizes, sizes)  # one entry per row: the size of its class
-    return KAnonymityReport(
-        k=int(sizes.min()),
-        classes=len(sizes),
-        rows=table.num_rows,
-        small_class_shares={int(t): float(np.mean(row_sizes < t)) for t in thresholds},
-    )
-
-
-@dataclass(frozen=True)
-class KAnonymityComparison:
-    """k-anonymity of the real and the synthetic table over the same quasi-identifiers (internal)."""
-
-    real: KAnonymityReport
-    """The real table's classes."""
-    synthetic: KAnonymityReport
-    """The synthetic table's classes."""
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-friendly form."""
-        return {"real": self.real.to_dict(), "synthetic": self.synthetic.to_dict()}
-
-
-def k_anonymity_comparison(
-    real: pa.Table,
-    synthetic: pa.Table,
-    quasi_identifiers: Sequence[str],
-    numeric_bins: Mapping[str, Sequence[float]] | None = None,
-) -> KAnonymityComparison:
-    """k-anonymity of both tables with the same quasi-identifiers and bins.
-
-    Args:
-        real: The raw table.
-        synthetic: The synthetic table.
-        quasi_identifiers: The columns an attacker may know.
-        numeric_bins: Optional bin edges per numeric quasi-identifier (see `k_anonymity`).
-
-    Returns:
-        Both reports.
-
-    Raises:
-        ParameterError: As `k_anonymity`, for either table.
-    """
-    return KAnonymityComparison(
-        real=k_anonymity(real, quasi_identifiers, numeric_bins=numeric_bins),
-        synthetic=k_anonymity(synthetic, quasi_identifiers, numeric_bins=numeric_bins),
     )
 
 

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dprelease.dp.errors import InternalError
-from dprelease.dp.estimation import TreeModel
-from dprelease.dp.marginals import ColumnDomain
+from dprelease.dp.measurement.marginals import ColumnDomain
+from dprelease.dp.synthesis.estimation import TreeModel
 
 IntArray = npt.NDArray[np.int64]
 CodeArray = npt.NDArray[np.integer[Any]]

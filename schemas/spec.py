@@ -1,0 +1,233 @@
+"""Loading a release spec (``release.yaml``): the data, the schema, the budget and its allocation, the model."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from dprelease.dp.accounting.budget import (
+    Budget,
+    Definition,
+    budget_total,
+    to_fraction,
+    validate_delta,
+)
+from dprelease.dp.errors import ParameterError
+from dprelease.schemas.identifiers import short
+from dprelease.schemas.model import _NAME, STAGES, ReleaseSpec, TableSchema, _fail
+from dprelease.schemas.reading import _keys, _load_yaml, _resolve
+from dprelease.schemas.table import load_schema
+
+MAX_EPSILON = 100.0
+"""The largest epsilon a spec may declare (a release, lifetime or cap budget); above 10 a warning is logged."""
+MAX_DELTA = 0.01
+"""Every delta must lie below this; from 1e-5 on (about 1/rows of a small table) a warning is logged."""
+
+
+def load_spec(path: Path | str) -> ReleaseSpec:
+    """Load and validate a release spec (and the schema it names).
+
+    Paths inside the spec are relative to the spec file.
+
+    Raises:
+        SchemaError: Naming the file, the key path and the rule.
+    """
+    file = Path(path)
+    doc = _load_yaml(file)
+    where = str(file)
+    _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "release_cap", "allocation",
+                       "two_way", "cliques", "root", "clique_bins", "hierarchy_split", "weighting", "seed",
+                       "description", "dask", "internal"},
+          {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
+    dataset = doc["dataset"]
+    if not isinstance(dataset, str) or not _NAME.match(dataset):
+        raise _fail(f"{where}: dataset", "must be a name of letters, digits, '_', '.' or '-'")
+    for key in ("schema", "data"):
+        if not isinstance(doc[key], str) or not doc[key]:
+            raise _fail(f"{where}: {key}", "must be a path")
+    schema_path = _resolve(file.parent / doc["schema"])
+    schema = load_schema(schema_path)
+    data = _resolve(file.parent / doc["data"])
+
+    definition, epsilon, delta, budget = _budget(f"{where}: budget", doc["budget"])
+    life_def, life_epsilon, life_delta, lifetime = _budget(f"{where}: lifetime_budget", doc["lifetime_budget"])
+    if life_def != definition or life_delta != delta:
+        raise _fail(f"{where}: lifetime_budget", "must use the same definition and delta as budget")
+    if budget.amount > lifetime.amount:
+        raise _fail(f"{where}: budget", "must not exceed lifetime_budget")
+    release_cap: Budget | None = None
+    if doc.get("release_cap") is not None:
+        cap_def, _, cap_delta, release_cap = _budget(f"{where}: release_cap", doc["release_cap"])
+        if cap_def != definition or cap_delta != delta:
+            raise _fail(f"{where}: release_cap", "must use the same definition and delta as budget")
+        if release_cap.amount > lifetime.amount:
+            raise _fail(f"{where}: release_cap", "must not exceed lifetime_budget")
+
+    raw_alloc = doc["allocation"]
+    if not isinstance(raw_alloc, dict):
+        raise _fail(f"{where}: allocation", f"must map stages ({', '.join(STAGES)}) to shares")
+    _keys(f"{where}: allocation", raw_alloc, set(STAGES))
+    allocation: dict[str, Fraction] = {}
+    for stage in STAGES:
+        try:
+            share = to_fraction(raw_alloc.get(stage, 0), f"allocation.{stage}")
+        except ParameterError as err:
+            raise _fail(where, str(err)) from None
+        if share < 0:
+            raise _fail(f"{where}: allocation.{stage}", f"({float(share):g}) must be non-negative")
+        allocation[stage] = share
+    total_share = sum(allocation.values(), Fraction(0))
+    if total_share > 1:
+        raise _fail(f"{where}: allocation", f"shares sum to {float(total_share):.6g}; they must sum to at most 1")
+    if allocation["one_way"] <= 0:
+        raise _fail(f"{where}: allocation.one_way", "must be positive (the row count comes from the 1-way marginals)")
+    needs_bounds = [c.name for c in schema.measured if c.numeric and not c.has_public_bounds]
+    if needs_bounds and allocation["bounds"] <= 0:
+        raise _fail(f"{where}: allocation.bounds", f"must be positive: {needs_bounds[0]} has no public bounds")
+
+    pairs: list[tuple[str, str]] = []
+    raw_pairs = doc.get("two_way")
+    auto = raw_pairs == "auto"
+    cliques = doc.get("cliques")
+    if cliques not in (None, "auto"):
+        raise _fail(f"{where}: cliques", "must be 'auto' (a degree-2 junction tree chosen privately) or absent")
+    auto_cliques = cliques == "auto"
+    root = doc.get("root")
+    clique_bins = doc.get("clique_bins", 8)
+    if auto_cliques:
+        if raw_pairs is not None:
+            raise _fail(f"{where}: two_way", "must be absent with cliques: auto (cliques replace 2-way marginals)")
+        if allocation["selection"] <= 0 or allocation["cliques"] <= 0:
+            raise _fail(f"{where}: allocation", "cliques: auto needs positive selection and cliques shares")
+        if root is not None and (root not in schema.names or schema.column(root).derived):
+            raise _fail(f"{where}: root", f"({root!r}) must be a measured column")
+        if isinstance(clique_bins, bool) or not isinstance(clique_bins, int) or not 2 <= clique_bins <= 64:
+            raise _fail(f"{where}: clique_bins", f"({clique_bins!r}) must be a whole number from 2 to 64")
+    else:
+        for key in ("root", "clique_bins"):
+            if key in doc:
+                raise _fail(f"{where}: {key}", "applies to cliques: auto only")
+        if allocation["cliques"] > 0:
+            raise _fail(f"{where}: allocation.cliques", "must be 0 or absent unless cliques is auto")
+    if auto:
+        raw_pairs = []
+        if allocation["selection"] <= 0 or allocation["two_way"] <= 0:
+            raise _fail(f"{where}: allocation", "two_way: auto needs positive selection and two_way shares")
+    elif allocation["selection"] > 0 and not auto_cliques:
+        raise _fail(f"{where}: allocation.selection", "must be 0 or absent unless two_way or cliques is auto")
+    elif raw_pairs is not None and not isinstance(raw_pairs, list):
+        raise _fail(f"{where}: two_way", "must be 'auto' or a list of column pairs")
+    for i, pair in enumerate(raw_pairs or []):
+        loc = f"{where}: two_way[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
+            raise _fail(loc, "must be a list of two different column names")
+        for name in map(str, pair):
+            if name not in schema.names:
+                raise _fail(loc, f"({name!r}) is not a declared column")
+            if schema.column(name).derived:
+                raise _fail(loc, f"({name!r}) is derived from another column; pair its source instead")
+        columns = (str(pair[0]), str(pair[1]))
+        if columns in pairs or (columns[1], columns[0]) in pairs:
+            raise _fail(loc, "repeats an earlier pair")
+        pairs.append(columns)
+    if pairs and allocation["two_way"] <= 0:
+        raise _fail(f"{where}: allocation.two_way", "must be positive when two_way pairs are listed")
+
+    split = _hierarchy_split(f"{where}: hierarchy_split", doc.get("hierarchy_split"), schema)
+    if schema.hierarchies and allocation["hierarchy"] <= 0:
+        raise _fail(f"{where}: allocation.hierarchy",
+                    f"must be positive: the schema declares hierarchy {schema.hierarchies[0].name}")
+    if not schema.hierarchies and allocation["hierarchy"] > 0:
+        raise _fail(f"{where}: allocation.hierarchy", "must be 0 or absent: the schema declares no hierarchy")
+
+    weighting = doc.get("weighting", "cells")
+    if weighting not in ("cells", "balanced", "equal"):
+        raise _fail(f"{where}: weighting", f"({weighting!r}) must be 'cells', 'balanced' or 'equal'")
+
+    seed = doc.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise _fail(f"{where}: seed", "must be a non-negative whole number")
+    dask_address = _dask_address(f"{where}: dask", doc.get("dask"))
+    internal = doc.get("internal")
+    if internal is not None and (not isinstance(internal, str) or not internal):
+        raise _fail(f"{where}: internal", "must be a folder path (the steward-only root, outside the output folder)")
+    return ReleaseSpec(
+        dataset=dataset, schema=schema, data=data, definition=definition, epsilon=epsilon, delta=delta,
+        budget=budget, lifetime=lifetime, release_cap=release_cap, lifetime_epsilon=life_epsilon, allocation=allocation,
+        two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path, hierarchy_split=split,
+        weighting=weighting, auto_pairs=auto, auto_cliques=auto_cliques, root=root, clique_bins=clique_bins,
+        dask_address=dask_address, internal=None if internal is None else (file.parent / internal).resolve(),
+    )
+
+
+_DASK_ADDRESS = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s/]+$")
+
+
+def _dask_address(where: str, raw: Any) -> str | None:
+    """The scheduler address of ``dask: {address: tcp://host:port}``, or None when absent."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise _fail(where, "must be a mapping with an address (dask: {address: tcp://host:port})")
+    _keys(where, raw, {"address"}, {"address"})
+    address = raw["address"]
+    if not isinstance(address, str) or not _DASK_ADDRESS.match(address):
+        raise _fail(f"{where}.address", f"({address!r}) must be a scheduler address such as tcp://host:8786")
+    return address
+
+
+def _hierarchy_split(where: str, raw: Any, schema: TableSchema) -> dict[str, tuple[Fraction, ...]]:
+    """Level weights of each hierarchy (default: equal); each weight positive, exact."""
+    out = {h.name: tuple(Fraction(1) for _ in h.level_names) for h in schema.hierarchies}
+    if raw is None:
+        return out
+    if not isinstance(raw, dict):
+        raise _fail(where, "must map hierarchy names to {level: weight}")
+    _keys(where, raw, set(out))
+    for h in schema.hierarchies:
+        if h.name not in raw:
+            continue
+        weights = raw[h.name]
+        if not isinstance(weights, dict):
+            raise _fail(f"{where}.{h.name}", "must map every level (and the column) to a weight")
+        _keys(f"{where}.{h.name}", weights, set(h.level_names), set(h.level_names))
+        exact = []
+        for level in h.level_names:
+            try:
+                weight = to_fraction(weights[level], f"{level}")
+            except ParameterError as err:
+                raise _fail(f"{where}.{h.name}", str(err)) from None
+            if weight <= 0:
+                raise _fail(f"{where}.{h.name}.{level}", f"({float(weight):g}) must be positive")
+            exact.append(weight)
+        out[h.name] = tuple(exact)
+    return out
+
+
+def _budget(where: str, raw: Any) -> tuple[Definition, Fraction, Fraction, Budget]:
+    if not isinstance(raw, dict):
+        raise _fail(where, "must be {epsilon: E} (pure DP) or {epsilon: E, delta: D} (zCDP)")
+    _keys(where, raw, {"epsilon", "delta"}, {"epsilon"})
+    try:
+        for key in ("epsilon", "delta"):
+            if key in raw and isinstance(raw[key], str):  # a quoted number is a typo, not a budget
+                raise ParameterError(f"{key} ({short(raw[key])}) must be a number (not quoted)")
+        epsilon = to_fraction(raw["epsilon"], "epsilon")
+        if epsilon <= 0:
+            raise ParameterError(f"epsilon ({float(epsilon):g}) must be positive")
+        if epsilon > MAX_EPSILON:
+            raise ParameterError(f"epsilon ({float(epsilon):g}) must be at most {MAX_EPSILON:g}: "
+                                 "beyond that a release protects nothing")
+        if "delta" in raw:
+            delta = validate_delta(raw["delta"])
+            if delta >= MAX_DELTA:
+                raise ParameterError(f"delta ({float(delta):g}) must be below {MAX_DELTA:g} (and far below 1/rows)")
+            definition: Definition = "zcdp"
+        else:
+            delta, definition = Fraction(0), "pure"
+        budget = budget_total(definition, epsilon, delta if definition == "zcdp" else None)
+    except ParameterError as err:
+        raise _fail(where, str(err)) from None
+    return definition, epsilon, delta, budget

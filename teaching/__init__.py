@@ -1,0 +1,1 @@
+"""Teaching code, not part of the installed package: the textbook continuous mechanisms."""
