@@ -13,13 +13,12 @@ import numpy as np
 import numpy.typing as npt
 from prefect import get_run_logger
 
-from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
-from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, measure
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds
-from dprelease.dp.measurement.contributions import BoundedRows
+from dprelease.dp.measurement.contributions import BoundedRows, unit_sensitivity
 from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
-from dprelease.dp.mechanisms.noise import DiscreteGaussian, DiscreteLaplace, Mechanism
+from dprelease.dp.mechanisms.noise import additive_mechanism, measure
 from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.dp.synthesis.cliques import (
     CONDITIONAL_L1_SENSITIVITY,
@@ -48,19 +47,6 @@ from dprelease.tasks.ingest import (
 )
 from dprelease.tasks.progress import StageProgress
 from dprelease.tasks.staging import write_internal
-
-
-def unit_sensitivity(bounded: BoundedRows | None) -> int:
-    """The L1 and L2 sensitivity of every histogram: 1 per row, or k after contribution bounding."""
-    return 1 if bounded is None else bounded.l2_sensitivity
-
-
-def _mechanism(budget: PureBudget | ZCDPBudget, sensitivity: int) -> Mechanism:
-    # A histogram changes by one count in one cell when a row is added or removed; by at most k
-    # in L1 and in L2 when a privacy unit of at most k rows (after contribution bounding) is.
-    if isinstance(budget, PureBudget):
-        return DiscreteLaplace(l1_sensitivity=sensitivity, budget=budget)
-    return DiscreteGaussian(l2_sensitivity=sensitivity, budget=budget)
 
 
 @dataclass(frozen=True)
@@ -262,11 +248,11 @@ def _measure(
         def draw(planned: PlannedMeasurement) -> None:
             if planned.hierarchy is not None:
                 values = levels_exact.pop((planned.hierarchy, planned.level))
-                noisy, record = measure(_mechanism(planned.budget, sensitivity), values, context, stage=planned.stage,
-                                        query=planned.query)
+                noisy, record = measure(additive_mechanism(planned.budget, sensitivity), values, context,
+                                        stage=planned.stage, query=planned.query)
                 levels.append(NoisyLevel(planned.hierarchy, planned.level, planned.level_name, noisy, record))
                 return
-            noisy, record = measure(_mechanism(planned.budget, sensitivity), exact[planned.columns], context,
+            noisy, record = measure(additive_mechanism(planned.budget, sensitivity), exact[planned.columns], context,
                                     stage=planned.stage, query=planned.query)
             shape = tuple(by_name[c].size for c in planned.columns)
             marginals.append(NoisyMarginal(planned.columns, shape, noisy, record))
@@ -348,7 +334,7 @@ def _measure_junction(
         records += parent_records
     else:
         cliques = [(parent, child) for child, parent in order if parent is not None]
-    mechanism = _mechanism(planned.clique_budget, sensitivity)
+    mechanism = additive_mechanism(planned.clique_budget, sensitivity)
     measured = []
     for clique in cliques:
         counts = triples.get(clique) if len(clique) == 3 else pairs.get(clique)

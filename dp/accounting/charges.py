@@ -2,26 +2,24 @@
 
 A mechanism implements :class:`Chargeable` (its loss, its scale, its noise's error bars); :func:`noisy_result`
 books its actual loss in the ledger before it draws any noise, and seals the result so that a re-run of the same
-release replays it instead of drawing fresh noise. Marginals (:func:`measure`), the sparse vector technique and
-the selection mechanisms all go through it.
+release replays it instead of drawing fresh noise. Additive noise (:func:`dp.mechanisms.noise.measure`), the sparse
+vector technique and the selection mechanisms all go through it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import numpy as np
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from dprelease.dp.accounting.budget import Budget, Definition, PureBudget, ZCDPBudget, zcdp_from_pure
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.accounting.ledger_rows import _fraction, _text
 from dprelease.dp.accounting.processes import fault_point
-from dprelease.dp.errors import LedgerError
-from dprelease.dp.mechanisms.noise import Mechanism
-from dprelease.dp.mechanisms.random import IntArray, NoiseSource
+from dprelease.dp.errors import InternalError, LedgerError
+from dprelease.dp.mechanisms.random import NoiseSource
 
 # ---------------------------------------------------------------------------------------------
 
@@ -55,8 +53,9 @@ class MeasurementRecord:
     cells: int
 
 
+@runtime_checkable
 class Chargeable(Protocol):
-    """What :func:`charge` needs to know of a mechanism."""
+    """What the ledger and the reports need of every mechanism: its loss, its scale, its error bars."""
 
     name: str
 
@@ -64,13 +63,41 @@ class Chargeable(Protocol):
         """The loss the mechanism actually has at its (rounded) scale."""
         ...
 
+    def zcdp_loss(self) -> ZCDPBudget | None:
+        """A tighter zCDP bound the mechanism proves of its own (bounded range), or None for the general one."""
+        ...
+
     def scale(self) -> float:
-        """The noise scale recorded in the ledger."""
+        """The noise scale recorded in the ledger (positive)."""
         ...
 
     def sensitivity_text(self) -> str:
         """``"L1=k"`` or ``"L2=k"``."""
         ...
+
+    def noise_sd(self) -> float | None:
+        """The noise's standard deviation on each released value (or an upper bound), None if none is released."""
+        ...
+
+    def ci95_halfwidth(self) -> float | None:
+        """Half-width of a 95 % interval of the noise on each released value, None if none is released."""
+        ...
+
+
+class ReleasesNoValues:
+    """Error bars of a mechanism that releases an index or a set of indices (SVT, selection): none."""
+
+    def zcdp_loss(self) -> ZCDPBudget | None:
+        """No bound tighter than the general epsilon²/2."""
+        return None
+
+    def noise_sd(self) -> float | None:
+        """No noisy value is released."""
+        return None
+
+    def ci95_halfwidth(self) -> float | None:
+        """No noisy value is released."""
+        return None
 
 
 def ledger_loss(native: Budget, definition: Definition, zcdp: ZCDPBudget | None = None) -> Budget:
@@ -117,31 +144,32 @@ def charge(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query:
     Returns:
         The measurement's public provenance.
     """
+    scale = mechanism.scale()
+    if not (math.isfinite(scale) and scale > 0):  # a zero scale would release exact values
+        raise InternalError(f"{mechanism.name}: the noise scale must be positive and finite; nothing was booked")
     native = mechanism.privacy_loss()
-    own_zcdp = getattr(mechanism, "zcdp_loss", None)  # a tighter zCDP bound the mechanism proves (bounded range)
-    loss = ledger_loss(native, context.definition, own_zcdp() if own_zcdp is not None else None)
+    loss = ledger_loss(native, context.definition, mechanism.zcdp_loss())
     context.ledger.charge(
         context.release_id,
         stage=stage,
         query=query,
         mechanism=mechanism.name,
         sensitivity=mechanism.sensitivity_text(),
-        scale=repr(mechanism.scale()),
+        scale=repr(scale),
         loss=loss,
         native_loss=native,
     )
-    std = getattr(mechanism, "std", None)
-    ci95 = getattr(mechanism, "ci95_halfwidth", None)
+    ci95 = mechanism.ci95_halfwidth()
     return MeasurementRecord(
         stage=stage,
         query=query,
         mechanism=mechanism.name,
         sensitivity=mechanism.sensitivity_text(),
-        scale=mechanism.scale(),
+        scale=scale,
         loss=loss,
         native_loss=native,
-        std=std() if std is not None else None,
-        ci95=float(ci95()) if ci95 is not None else None,
+        std=mechanism.noise_sd(),
+        ci95=float(ci95) if ci95 is not None else None,
         cells=cells,
     )
 
@@ -199,23 +227,49 @@ def seal(context: ReleaseContext, record: MeasurementRecord, result: Mapping[str
     context.ledger.seal(context.release_id, f"{record.stage}/{record.query}", json.dumps(payload))
 
 
-def measure(
-    mechanism: Mechanism, values: IntArray, context: ReleaseContext, *, stage: str, query: str
-) -> tuple[IntArray, MeasurementRecord]:
-    """Charge the ledger for ``mechanism``, draw its noise on ``values``, and seal the result.
+T = TypeVar("T")
 
-    This is the only caller of a noise mechanism's ``sample``. When this release already drew
-    the measurement (a re-run of the same release id), the sealed result is returned instead:
-    no charge, no draw.
+
+def noisy_result(
+    mechanism: Chargeable,
+    context: ReleaseContext,
+    draw: Callable[[NoiseSource], T],
+    *,
+    stage: str,
+    query: str,
+    cells: int,
+    sealed_as: str,
+    encode: Callable[[T], Any] = lambda result: result,
+    decode: Callable[[Any], T] = lambda payload: payload,
+) -> tuple[T, MeasurementRecord]:
+    """The one path of every noisy result: replay it, or charge the ledger, draw, and seal.
+
+    When this release already drew ``stage/query`` (a re-run of the same release id), the sealed
+    result is decoded and returned: no charge, no draw. Otherwise the mechanism's actual loss is
+    booked first, then ``draw`` runs with the release's noise source, and the result is sealed in
+    the ledger (under the key ``sealed_as`` of the payload, JSON via ``encode``) before it is
+    returned. A kill between the charge and the seal leaves a charge without a result, which a
+    resume books as lost (:meth:`dp.accounting.ledger.Ledger.resume`).
+
+    Args:
+        mechanism: The mechanism (its loss, scale and error bars).
+        context: The ledger and noise source of the release.
+        draw: Runs the mechanism on the exact answers with the given noise source.
+        stage: The ledger stage.
+        query: What is measured, unique within the release.
+        cells: Values drawn (or queries examined), for the record.
+        sealed_as: The payload key of the result (``values``, ``index``, ``indices``).
+        encode: The result's JSON form.
+        decode: The inverse of ``encode``.
 
     Returns:
-        The noisy values and the measurement's public provenance.
+        The result and the measurement's public record.
     """
     sealed = replay(mechanism, context, stage=stage, query=query)
     if sealed is not None:
-        return np.asarray(sealed["values"], dtype=np.int64), sealed["measurement"]
-    record = charge(mechanism, context, stage=stage, query=query, cells=len(values))
-    noisy = mechanism.sample(np.asarray(values, dtype=np.int64), context.noise)
+        return decode(sealed[sealed_as]), sealed["measurement"]
+    record = charge(mechanism, context, stage=stage, query=query, cells=cells)
+    result = draw(context.noise)
     fault_point("charge_before_seal")
-    seal(context, record, {"values": noisy.tolist()})
-    return noisy, record
+    seal(context, record, {sealed_as: encode(result)})
+    return result, record

@@ -89,3 +89,12 @@ def bound_contributions(
     over_cap = int((~keep & ~null).sum())
     keep &= ~null
     return BoundedRows(keep, max_rows, max_rows, int(null.sum()), over_cap)
+
+
+def unit_sensitivity(bounded: BoundedRows | None) -> int:
+    """The L1 and L2 sensitivity of every histogram: 1 per row, or k after contribution bounding.
+
+    A histogram changes by one count in one cell when a row is added or removed; by at most k in L1
+    and in L2 when a privacy unit of at most k rows (after contribution bounding) is.
+    """
+    return 1 if bounded is None else bounded.l2_sensitivity

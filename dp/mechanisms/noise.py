@@ -24,6 +24,7 @@ from fractions import Fraction
 import numpy as np
 
 from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget, float_at_least
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, noisy_result
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.random import IntArray, NoiseSource, opendp_gaussian, opendp_laplace
 
@@ -85,6 +86,14 @@ class DiscreteLaplace:
         """The epsilon that OpenDP's privacy map reports for :meth:`scale`; never above the budget."""
         return PureBudget(self._loss_at(self._scale))
 
+    def zcdp_loss(self) -> ZCDPBudget | None:
+        """No bound tighter than the general epsilon²/2."""
+        return None
+
+    def noise_sd(self) -> float:
+        """Standard deviation of the noise (exact): :meth:`std`."""
+        return self.std()
+
     def std(self) -> float:
         """Standard deviation of the noise: sqrt(2 q) / (1 - q) with q = exp(-1 / scale)."""
         q = math.exp(-1 / self._scale)
@@ -102,7 +111,7 @@ class DiscreteLaplace:
         return f"L1={self.l1_sensitivity}"
 
     def sample(self, values: IntArray, noise: NoiseSource) -> IntArray:
-        """Return ``values`` plus noise; callers go through :func:`dp.accounting.charges.measure`."""
+        """Return ``values`` plus noise; callers go through :func:`dp.mechanisms.noise.measure`."""
         return noise.discrete_laplace(np.asarray(values, dtype=np.int64), self._scale)
 
 
@@ -158,8 +167,12 @@ class DiscreteGaussian:
         """The rho that OpenDP's privacy map reports for :meth:`sigma`; never above the budget."""
         return ZCDPBudget(self._loss_at(self._sigma))
 
-    def std(self) -> float:
-        """Standard deviation of the noise (the discrete Gaussian's variance is below sigma²)."""
+    def zcdp_loss(self) -> ZCDPBudget | None:
+        """Its own loss is already zCDP."""
+        return None
+
+    def noise_sd(self) -> float:
+        """An upper bound on the noise's standard deviation: sigma (the discrete Gaussian's variance is below σ²)."""
         return self._sigma
 
     def ci95_halfwidth(self) -> int:
@@ -181,8 +194,36 @@ class DiscreteGaussian:
         return f"L2={self.l2_sensitivity}"
 
     def sample(self, values: IntArray, noise: NoiseSource) -> IntArray:
-        """Return ``values`` plus noise; callers go through :func:`dp.accounting.charges.measure`."""
+        """Return ``values`` plus noise; callers go through :func:`dp.mechanisms.noise.measure`."""
         return noise.discrete_gaussian(np.asarray(values, dtype=np.int64), self._sigma)
 
 
 Mechanism = DiscreteLaplace | DiscreteGaussian
+
+
+def additive_mechanism(budget: PureBudget | ZCDPBudget, sensitivity: int) -> Mechanism:
+    """The additive noise of a budget's kind: discrete Laplace for epsilon, discrete Gaussian for rho.
+
+    ``sensitivity`` is the L1 (Laplace) or L2 (Gaussian) sensitivity of the measured vector.
+    """
+    if isinstance(budget, PureBudget):
+        return DiscreteLaplace(l1_sensitivity=sensitivity, budget=budget)
+    return DiscreteGaussian(l2_sensitivity=sensitivity, budget=budget)
+
+
+def measure(
+    mechanism: Mechanism, values: IntArray, context: ReleaseContext, *, stage: str, query: str
+) -> tuple[IntArray, MeasurementRecord]:
+    """Charge the ledger for ``mechanism``, draw its noise on ``values``, and seal the result.
+
+    This is the only caller of a noise mechanism's ``sample`` (through
+    :func:`dp.accounting.charges.noisy_result`). When this release already drew the measurement (a
+    re-run of the same release id), the sealed result is returned instead: no charge, no draw.
+
+    Returns:
+        The noisy values and the measurement's public provenance.
+    """
+    exact = np.asarray(values, dtype=np.int64)
+    return noisy_result(mechanism, context, lambda noise: mechanism.sample(exact, noise), stage=stage, query=query,
+                        cells=len(exact), sealed_as="values", encode=lambda noisy: noisy.tolist(),
+                        decode=lambda payload: np.asarray(payload, dtype=np.int64))

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dprelease.dp.accounting.budget import PureBudget
-from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, measure
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.mechanisms.noise import DiscreteLaplace
+from dprelease.dp.mechanisms.noise import DiscreteLaplace, measure
 from dprelease.dp.mechanisms.random import IntArray
 from dprelease.dp.mechanisms.svt import FloatArray, Sparse, run_sparse
 

@@ -66,7 +66,7 @@ from dprelease.dp.accounting.budget import (
     positive_number,
     zcdp_from_bounded_range,
 )
-from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, charge, replay, seal
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, ReleasesNoValues, noisy_result
 from dprelease.dp.errors import InternalError, ParameterError
 from dprelease.dp.mechanisms.random import IntArray, NoiseSource
 
@@ -224,7 +224,7 @@ def _log_space_softmax(scores: ScoreArray, scale: float) -> FloatArray:
 
 
 @dataclass(frozen=True)
-class ExponentialMechanism:
+class ExponentialMechanism(ReleasesNoValues):
     """Selects index i with probability ∝ exp(epsilon u_i / (2 score_sensitivity)).
 
     Privacy: epsilon-DP with epsilon = 2 score_sensitivity / scale, for neighbouring inputs whose
@@ -292,7 +292,7 @@ class ExponentialMechanism:
 
 
 @dataclass(frozen=True)
-class PermuteAndFlip:
+class PermuteAndFlip(ReleasesNoValues):
     """Permute-and-flip: selects a candidate with P(i) = p_i ∫₀¹ ∏_{j≠i} (1 - t p_j) dt.
 
     Here p_j = exp((u_j - max_k u_k) / scale) is the probability that candidate j, when visited,
@@ -374,7 +374,7 @@ class PermuteAndFlip:
 
 
 @dataclass(frozen=True)
-class ReportNoisyMax:
+class ReportNoisyMax(ReleasesNoValues):
     """Reports the first index of the largest of the integer scores plus discrete Laplace noise.
 
     Each score gets independent discrete Laplace noise, P(z) ∝ exp(-|z| / scale), with scale =
@@ -463,10 +463,5 @@ def run_selection(
     """
     owner = type(mechanism).__name__
     values = check_scores(scores, owner, integers=isinstance(mechanism, ReportNoisyMax))
-    sealed = replay(mechanism, context, stage=stage, query=query)
-    if sealed is not None:
-        return int(sealed["index"]), sealed["measurement"]
-    record = charge(mechanism, context, stage=stage, query=query, cells=len(values))
-    index = mechanism.select(values, context.noise)
-    seal(context, record, {"index": index})
-    return index, record
+    return noisy_result(mechanism, context, lambda noise: mechanism.select(values, noise), stage=stage, query=query,
+                        cells=len(values), sealed_as="index", decode=int)

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dprelease.dp.accounting.budget import PureBudget, float_at_least
-from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, charge, replay, seal
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, ReleasesNoValues, noisy_result
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.random import IntArray, NoiseSource
 
@@ -43,7 +43,7 @@ FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class AboveThreshold:
+class AboveThreshold(ReleasesNoValues):
     """Reports the first query whose noisy answer reaches a noisy threshold.
 
     Privacy: epsilon-DP for any number of queries, each of L1 sensitivity ``l1_sensitivity``,
@@ -126,13 +126,8 @@ def run_above_threshold(
     query: str,
 ) -> tuple[int | None, MeasurementRecord]:
     """Charge the ledger for one AboveThreshold run, run it and seal its outcome (or replay it)."""
-    sealed = replay(mechanism, context, stage=stage, query=query)
-    if sealed is not None:
-        return sealed["index"], sealed["measurement"]
-    record = charge(mechanism, context, stage=stage, query=query, cells=len(answers))
-    index = mechanism.run(answers, threshold, context.noise)
-    seal(context, record, {"index": index})
-    return index, record
+    return noisy_result(mechanism, context, lambda noise: mechanism.run(answers, threshold, noise), stage=stage,
+                        query=query, cells=len(answers), sealed_as="index")
 
 
 def _answer_matrix(answers: IntArray) -> IntArray:
@@ -286,7 +281,7 @@ def _integer_answers(answers: IntArray, owner: str, *, ndim: int) -> IntArray:
 
 
 @dataclass(frozen=True)
-class Sparse:
+class Sparse(ReleasesNoValues):
     """Reports the indices of up to ``cutoff`` queries whose noisy answers reach a noisy threshold.
 
     Privacy: epsilon-DP for any number of queries, each of L1 sensitivity ``l1_sensitivity``,
@@ -388,13 +383,9 @@ def run_sparse(
     """
     values = _integer_answers(answers, "Sparse", ndim=1)
     _integer_threshold(threshold, "Sparse")
-    sealed = replay(mechanism, context, stage=stage, query=query)
-    if sealed is not None:
-        return [int(i) for i in sealed["indices"]], sealed["measurement"]
-    record = charge(mechanism, context, stage=stage, query=query, cells=len(values))
-    indices = mechanism.run(values, threshold, context.noise)
-    seal(context, record, {"indices": indices})
-    return indices, record
+    return noisy_result(mechanism, context, lambda noise: mechanism.run(values, threshold, noise), stage=stage,
+                        query=query, cells=len(values), sealed_as="indices",
+                        decode=lambda payload: [int(i) for i in payload])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
-from dprelease.dp.accounting.charges import ReleaseContext, measure
+from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.accounting.ledger_rows import head_path
 from dprelease.dp.accounting.processes import release_lock
 from dprelease.dp.errors import BudgetExceededError, LedgerError
-from dprelease.dp.mechanisms.noise import DiscreteGaussian
+from dprelease.dp.mechanisms.noise import DiscreteGaussian, measure
 from tests.noise import SpyNoise
 
 CAP = ZCDPBudget(Fraction(1))

@@ -1,6 +1,6 @@
 """Sensitivity of the exact marginals, through the production path, under add/remove-one-row.
 
-The release adds noise calibrated to the sensitivities declared by ``tasks.measure._mechanism``.
+The release adds noise calibrated to the sensitivities declared by ``dp.mechanisms.noise.additive_mechanism``.
 Here a schema is loaded with ``schemas.table.load_schema``, its domains and rules are built with
 ``schemas.encoding`` as ``measure_marginals`` does, and ``dp.measurement.marginals.count_all`` counts every
 1-way and 2-way marginal of a hypothesis-generated table D and of a neighbour D' (one row, possibly
@@ -29,11 +29,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.measurement.contributions import unit_sensitivity
 from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, _bin_lookup, count_all
 from dprelease.dp.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
+from dprelease.dp.mechanisms.noise import additive_mechanism as _mechanism
 from dprelease.schemas.encoding import domains_for, rules_for
 from dprelease.schemas.table import load_schema
-from dprelease.tasks.measure import _mechanism, unit_sensitivity
 
 SCHEMA = {
     "table": "t",
