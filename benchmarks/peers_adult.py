@@ -349,11 +349,12 @@ def worker_core_prepare(spec: Path, seed: int, work: Path) -> dict[str, Any]:
     _quiet_prefect_context()
     from dprelease.tasks.bounds import find_bounds
     from dprelease.tasks.measure import measure_marginals
+    from dprelease.schemas.spec import load_spec
     from dprelease.tasks.plan import plan_budget
     from dprelease.tasks.staging import create_staging, staging_dir
 
     ledger = str(work / "ledger.sqlite")
-    plan, _ = plan_budget.fn(str(spec), f"core-{seed}", ledger, seed)
+    plan, _ = plan_budget.fn(load_spec(spec), f"core-{seed}", ledger, seed)
     staging = create_staging(staging_dir(work / "out", plan.dataset, plan.release_id))
     bounds = find_bounds.fn(plan, ledger)
     measured = measure_marginals.fn(plan, bounds, ledger, str(staging))

@@ -110,7 +110,7 @@ def _run(spec_path: str, out_dir: Path, ledger_path: str, rid: str, loaded: Rele
     create_steward(steward)
     check_staging(staging_dir(out_dir, dataset, rid), steward)  # a path this release did not make: refused now
     with steward_area(steward):
-        plan, before = plan_budget(spec_path, rid, ledger_path, secure_seed())
+        plan, before = plan_budget(loaded, rid, ledger_path, secure_seed())
         staging: Path | None = None
         try:
             staging = create_staging(staging_dir(out_dir, plan.dataset, rid), steward)

@@ -21,6 +21,7 @@ from dprelease.dp.accounting.budget import (
 )
 from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
 from dprelease.dp.errors import ParameterError
+from dprelease.dp.measurement.cliques import PlannedCliques
 from dprelease.dp.measurement.marginals import marginal_key
 from dprelease.schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
 
@@ -86,31 +87,6 @@ class PlannedSelection:
 
 
 @dataclass(frozen=True)
-class PlannedCliques:
-    """A degree-2 junction tree chosen privately (``cliques: auto``), then measured clique by clique.
-
-    Attributes:
-        tree_rounds: Rounds of the exponential mechanism growing the spanning tree (columns - 1).
-        tree_budget: Epsilon of each tree round (half the selection stage).
-        parent_rounds: At most so many second-parent selections (columns - 2).
-        parent_budget: Epsilon of each second-parent selection (the other half).
-        candidates: The pairs the tree may use, in public order.
-        clique_budget: The budget of each clique measurement (the cliques stage split equally).
-        bins: Coarse bins of a numeric column inside cliques.
-        root: The public root column, or None for the selected tree's hub.
-    """
-
-    tree_rounds: int
-    tree_budget: PureBudget
-    parent_rounds: int
-    parent_budget: PureBudget | None
-    candidates: tuple[tuple[str, str], ...]
-    clique_budget: Budget
-    bins: int
-    root: str | None
-
-
-@dataclass(frozen=True)
 class ReleasePlan:
     """Everything a release will spend, decided before any data is read (public).
 
@@ -126,6 +102,7 @@ class ReleasePlan:
         bounds: Planned bound discoveries.
         measurements: Planned marginals (for ``two_way: auto``, the 2-way ones are planned after selection).
         seed: Public seed of synthetic sampling.
+        spec: The spec, parsed once (by the preflight) and carried by the plan to every stage.
         selection: The private choice of 2-way marginals, or None when they are declared.
         cliques: The private choice and measurement of junction-tree cliques (``cliques: auto``).
     """
@@ -141,6 +118,7 @@ class ReleasePlan:
     bounds: tuple[PlannedBounds, ...]
     measurements: tuple[PlannedMeasurement, ...]
     seed: int
+    spec: ReleaseSpec
     selection: PlannedSelection | None = None
     cliques: PlannedCliques | None = None
     spent_share: Fraction = Fraction(1)
@@ -289,7 +267,7 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     return ReleasePlan(
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=tuple(bounds),
-        measurements=tuple(measurements), seed=seed, selection=selection, cliques=cliques,
+        measurements=tuple(measurements), seed=seed, spec=spec, selection=selection, cliques=cliques,
         spent_share=total_amount / spec.budget.amount,
     )
 

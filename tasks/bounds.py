@@ -14,7 +14,6 @@ from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
 from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.spec import load_spec
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import unit_row_groups
 
@@ -24,7 +23,7 @@ def find_bounds(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredBounds]:
     """Charge and run two AboveThreshold scans per column; returns DP bounds (public)."""
     if not plan.bounds:
         return []
-    spec = load_spec(plan.spec_path)
+    spec = plan.spec
     logger = get_run_logger()
     grids = {}
     for planned in plan.bounds:

@@ -29,7 +29,6 @@ from dprelease.quality.risk import closest_record_distances, exact_match_share
 from dprelease.quality.utility import utility
 from dprelease.reports.internal_html import render_internal_html
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.spec import load_spec
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import dataset_schema, open_parquet, parquet_files, row_groups
 from dprelease.tasks.staging import file_sha256, write_internal
@@ -141,7 +140,7 @@ def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, stewa
     page with charts. Memory stays at one row group plus the samples, whatever the table's size
     (see the module's docstring).
     """
-    spec = load_spec(plan.spec_path)
+    spec = plan.spec
     columns = list(spec.schema.names)
     root = Path(release_dir)
     out = Path(steward)

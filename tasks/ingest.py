@@ -22,7 +22,6 @@ from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, IntArra
 from dprelease.quality.validation import structural_problems
 from dprelease.schemas.model import PrivacyUnit, TableSchema
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.spec import load_spec
 from dprelease.tasks import guard_raw_errors, sensitive_task
 
 RowGroupRef = tuple[str, int]
@@ -222,7 +221,7 @@ def inspect_table(plan: ReleasePlan) -> None:
     Raises:
         InputError: Naming every structural problem (column and rule).
     """
-    spec = load_spec(plan.spec_path)
+    spec = plan.spec
     problems = check_structure(spec.data, spec.schema)
     if problems:
         raise InputError(f"{spec.data.name} does not match {Path(spec.schema.source).name}: " + "; ".join(problems))

@@ -16,26 +16,21 @@ from prefect import get_run_logger
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds
+from dprelease.dp.measurement.cliques import (
+    MeasuredJunction,
+    measure_junction,
+)
 from dprelease.dp.measurement.contributions import BoundedRows, unit_sensitivity
 from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
+from dprelease.dp.measurement.structure import independence_scores, select_spanning_tree
 from dprelease.dp.mechanisms.noise import additive_mechanism, measure
 from dprelease.dp.mechanisms.random import secure_noise
-from dprelease.dp.synthesis.cliques import (
-    CONDITIONAL_L1_SENSITIVITY,
-    candidate_triples,
-    coarse_map,
-    hub,
-    select_cliques,
-    tree_order,
-)
 from dprelease.dp.synthesis.consistency import NoisyLevel
 from dprelease.dp.synthesis.noisy import NoisyMarginal
 from dprelease.dp.synthesis.postprocess import consistent_counts, estimate_total
-from dprelease.dp.synthesis.structure import independence_scores, select_spanning_tree
 from dprelease.schemas.encoding import domains_for, rules_for
-from dprelease.schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec, TableSchema
-from dprelease.schemas.plan import PlannedCliques, PlannedMeasurement, ReleasePlan, plan_pairs
-from dprelease.schemas.spec import load_spec
+from dprelease.schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec
+from dprelease.schemas.plan import PlannedMeasurement, ReleasePlan, plan_pairs
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import (
     RowGroupRef,
@@ -47,6 +42,8 @@ from dprelease.tasks.ingest import (
 )
 from dprelease.tasks.progress import StageProgress
 from dprelease.tasks.staging import write_internal
+
+Columns = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -67,6 +64,8 @@ class Measured:
     """``cliques: auto``: the public fine-to-coarse maps of the numeric columns (from the noisy 1-ways)."""
     tree: list[tuple[str, str]] = field(default_factory=list)
     """``cliques: auto``: the spanning tree chosen privately."""
+    domains: tuple[ColumnDomain, ...] = ()
+    """Every measured column's public domain (schema and discovered bounds), built once, here."""
 
     def records(self) -> list[MeasurementRecord]:
         """Every measurement's provenance: selections, marginals, hierarchy levels."""
@@ -201,7 +200,7 @@ def measure_marginals(
     With a Dask scheduler address (``dask``, else the spec's ``dask.address``) the map of every
     pass runs on that cluster (:class:`Counter`); the reduce and every noise draw stay here.
     """
-    spec = load_spec(plan.spec_path)
+    spec = plan.spec
     address = dask or spec.dask_address
     if address is not None and table_rows(spec.data) < DASK_MIN_ROWS:
         # A cluster costs a fixed 0.1-0.2 s per pass (benchmarks/dask_map.py): a small table is counted
@@ -269,79 +268,25 @@ def _measure(
                                                      plan.selection.run_budget, context,
                                                      score_sensitivity=sensitivity)
             later = plan_pairs(plan, spec, chosen) + later
-        junction: _Junction | None = None
+        junction: MeasuredJunction | None = None
         if plan.cliques is not None:
-            junction = _measure_junction(plan.cliques, counter, spec.schema, domains, marginals, context,
-                                         sensitivity)
+            rules = rules_for(spec.schema)
+
+            def count_coarse(workload: list[Columns], maps: dict[str, IntArray]) -> dict[Columns, IntArray]:
+                return counter.count(domains, rules, workload, maps)[0]
+
+            junction = measure_junction(plan.cliques, domains, marginals, count_coarse, context,
+                                        sensitivity)
         for planned in later:
             draw(planned)
     exact.clear()
     if junction is not None:
-        cliques, choices, maps, tree = junction
-        get_run_logger().info("chose a junction tree privately and measured %d cliques", len(cliques))
-        return Measured(marginals, levels, choices, cliques, maps, tree)
+        get_run_logger().info("chose a junction tree privately and measured %d cliques", len(junction.cliques))
+        return Measured(marginals, levels, junction.records, junction.cliques, junction.maps, junction.tree,
+                        tuple(domains))
     get_run_logger().info("measured %d marginals and %d hierarchy levels (%d noisy cells)%s", len(marginals),
                           len(levels), sum(len(r.counts) for r in marginals) + sum(len(x.counts) for x in levels),
                           f"; {len(selection)} pairs chosen privately" if selection else "")
-    return Measured(marginals, levels, selection)
+    return Measured(marginals, levels, selection, domains=tuple(domains))
 
 
-_Junction = tuple[list[NoisyMarginal], list[MeasurementRecord], dict[str, IntArray], list[tuple[str, str]]]
-
-
-def _measure_junction(
-    planned: PlannedCliques,
-    counter: Counter,
-    schema: TableSchema,
-    domains: list[ColumnDomain],
-    one_way: list[NoisyMarginal],
-    context: ReleaseContext,
-    sensitivity: int,
-) -> _Junction:
-    """Choose a degree-2 junction tree privately and measure its cliques (``cliques: auto``).
-
-    1. Coarse maps of the numeric columns from the noisy 1-ways (post-processing: free).
-    2. A spanning tree by the exponential mechanism, each pair scored on coarse codes by its distance
-       from independence under the noisy 1-ways (sensitivity 1 per row).
-    3. From the root (public, or the tree's hub), a second parent for each column by the exponential
-       mechanism on the conditional-L1 score (sensitivity below 4 per row): :mod:`dp.synthesis.cliques`.
-    4. Each clique measured in coarse codes (a histogram: sensitivity 1 per row).
-    Two more map-reduce passes over the row groups (pairs, then candidate triples), through the same
-    ``counter`` (on a cluster if it has one), on the same bounded rows as the 1-ways.
-    """
-    names = [d.name for d in domains]
-    sizes = {d.name: d.size for d in domains}
-    rules = rules_for(schema)
-    total = max(1, round(estimate_total(one_way)))
-    distributions = {m.columns[0]: consistent_counts(m, total) / total for m in one_way}
-    maps = {d.name: coarse_map(distributions[d.name], planned.bins) for d in domains
-            if d.kind != "category" and d.size > planned.bins}
-    coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else sizes[n] for n in names}
-    coarse_distributions = {n: np.bincount(maps[n], weights=distributions[n], minlength=coarse_sizes[n])
-                            if n in maps else distributions[n] for n in names}
-    pairs, _ = counter.count(domains, rules, list(planned.candidates), maps)
-    scores = independence_scores({(key[0], key[1]): table for key, table in pairs.items()},
-                                 {n: np.asarray(d, dtype=np.float64) for n, d in coarse_distributions.items()}, total)
-    tree, tree_records = select_spanning_tree(names, list(planned.candidates), scores, planned.tree_budget, context,
-                                              score_sensitivity=sensitivity)
-    order = tree_order(names, tree, planned.root or hub(names, tree))
-    records = list(tree_records)
-    triples: dict[tuple[str, ...], IntArray] = {}
-    if planned.parent_budget is not None:
-        triples, _ = counter.count(domains, rules, candidate_triples(order), maps)
-        cliques, parent_records = select_cliques(order, triples, coarse_sizes, planned.parent_budget, context,
-                                                 score_sensitivity=CONDITIONAL_L1_SENSITIVITY * sensitivity)
-        records += parent_records
-    else:
-        cliques = [(parent, child) for child, parent in order if parent is not None]
-    mechanism = additive_mechanism(planned.clique_budget, sensitivity)
-    measured = []
-    for clique in cliques:
-        counts = triples.get(clique) if len(clique) == 3 else pairs.get(clique)
-        if counts is None:  # a pair measured in the other column order
-            counts = pairs[(clique[1], clique[0])].reshape(coarse_sizes[clique[1]], coarse_sizes[clique[0]]).T.ravel()
-        noisy, record = measure(mechanism, counts, context, stage="cliques", query=f"clique({','.join(clique)})")
-        measured.append(NoisyMarginal(clique, tuple(coarse_sizes[c] for c in clique), noisy, record))
-    triples.clear()
-    pairs.clear()
-    return measured, records, maps, tree

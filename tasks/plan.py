@@ -14,7 +14,6 @@ from dprelease.dp.accounting.ledger_rows import LedgerStatus
 from dprelease.dp.errors import LedgerError
 from dprelease.schemas.model import ReleaseSpec
 from dprelease.schemas.plan import ReleasePlan, plan_release
-from dprelease.schemas.spec import load_spec
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import parquet_files
 
@@ -47,8 +46,10 @@ def _facts(spec: ReleaseSpec, seed: int, before: LedgerStatus) -> dict[str, obje
 
 
 @sensitive_task("plan_budget")
-def plan_budget(spec_path: str, release_id: str, ledger_path: str, seed: int) -> tuple[ReleasePlan, LedgerStatus]:
-    """Load the spec, split its budget exactly, and reserve it in the ledger.
+def plan_budget(spec: ReleaseSpec, release_id: str, ledger_path: str, seed: int) -> tuple[ReleasePlan, LedgerStatus]:
+    """Split the spec's budget exactly, and reserve it in the ledger; the plan carries the spec on.
+
+    ``spec`` is the one parse of the release spec (the preflight's): no stage reads the file again.
 
     A release id already in the ledger is resumed instead: its seed and ledger snapshot are taken
     from the reservation, and its sealed measurements will be replayed, never redrawn.
@@ -62,7 +63,6 @@ def plan_budget(spec_path: str, release_id: str, ledger_path: str, seed: int) ->
         LedgerError: If a re-run's spec differs from the first run's, or it cannot be replayed.
     """
     logger = get_run_logger()
-    spec = load_spec(spec_path)
     with Ledger.open(Path(ledger_path)) as ledger:
         ledger.register(spec.dataset, spec.definition, spec.lifetime, spec.delta, spec.release_cap)
         for reclaimed in ledger.reclaim_stale(spec.dataset):

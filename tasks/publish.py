@@ -19,7 +19,6 @@ from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.reports.audit import budget_table, build_audit, render_markdown
 from dprelease.reports.html import render_html
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.spec import load_spec
 from dprelease.tasks import public_task, sensitive_task
 from dprelease.tasks.measure import Measured
 from dprelease.tasks.staging import (
@@ -59,7 +58,7 @@ def write_report(
     staging: str,
 ) -> None:
     """Render ``audit.json``, ``audit.md`` and ``audit.html`` from the plan, the ledger and the DP outputs."""
-    spec = load_spec(plan.spec_path)
+    spec = plan.spec
     with Ledger.open(Path(ledger_path)) as ledger:
         charges = ledger.charges(release_id=plan.release_id)
     measurements = [m for b in bounds for m in b.measurements] + measured.records()
@@ -79,7 +78,7 @@ def write_report(
 
 
 def _manifest(plan: ReleasePlan, root: Path, ledger_path: str | None = None) -> dict[str, object]:
-    spec = load_spec(plan.spec_path)
+    spec = plan.spec
     manifest: dict[str, object] = {
         "release_id": plan.release_id,
         "dataset": plan.dataset,

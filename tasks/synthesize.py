@@ -13,23 +13,22 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger
 
 from dprelease.dp.measurement.bounds import DiscoveredBounds
+from dprelease.dp.measurement.marginals import ColumnDomain
 from dprelease.dp.mechanisms.random import synthetic_generator
-from dprelease.dp.synthesis.consistency import NoisyLevel, combine, make_consistent
+from dprelease.dp.synthesis.consistency import hierarchy_counts
 from dprelease.dp.synthesis.estimation import TreeModel, fit_tree
-from dprelease.dp.synthesis.junction import FittedModel, JunctionTree, Marginal, junction_parents
-from dprelease.dp.synthesis.junction import estimate as estimate_junction
-from dprelease.dp.synthesis.noisy import NoisyMarginal
+from dprelease.dp.synthesis.junction import (
+    JunctionEstimate,
+    fit_junction,
+)
 from dprelease.dp.synthesis.postprocess import (
-    combined_one_way,
     consistent_marginals,
     estimate_total,
-    round_preserving_sum,
 )
 from dprelease.dp.synthesis.sampling import CodeArray, OutputColumn, decode, sample_codes, sample_junction
-from dprelease.schemas.encoding import domains_for, hierarchy_tree, output_columns
+from dprelease.schemas.encoding import hierarchy_tree, output_columns
 from dprelease.schemas.model import Hierarchy
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.spec import load_spec
 from dprelease.tasks import public_task
 from dprelease.tasks.measure import Measured
 
@@ -53,25 +52,8 @@ class Estimate:
     """Leaf counts that the synthetic table reproduces exactly (each hierarchy's column)."""
     junction: JunctionEstimate | None = None
     """The junction-tree model (``cliques: auto``); then ``model`` is unused."""
-
-
-@dataclass(frozen=True)
-class JunctionEstimate:
-    """A fitted degree-2 junction-tree model (DP output: post-processing of noisy measurements).
-
-    Attributes:
-        fitted: The clique probabilities (coarse codes).
-        cliques: (parents..., child) in sampling order.
-        maps: Fine-to-coarse maps of the coarsened columns.
-        fine: Post-processed fine 1-way distribution of every column (to refine coarse codes).
-        counts: Post-processed integer counts of every clique (published).
-    """
-
-    fitted: FittedModel
-    cliques: list[tuple[str, ...]]
-    maps: dict[str, npt.NDArray[np.int64]]
-    fine: dict[str, npt.NDArray[np.float64]]
-    counts: dict[tuple[str, ...], npt.NDArray[np.int64]]
+    domains: tuple[ColumnDomain, ...] = ()
+    """Every column's public domain, as the measurement stage built it."""
 
 
 @dataclass(frozen=True)
@@ -126,22 +108,6 @@ def _metadata(plan: ReleasePlan, version: str) -> dict[bytes, bytes]:
     }
 
 
-def _hierarchy_counts(
-    hierarchy: Hierarchy, levels: list[NoisyLevel], marginals: list[NoisyMarginal], total: int
-) -> list[npt.NDArray[np.int64]]:
-    """Consistent integer counts of every level of one hierarchy, the root pinned to ``total``.
-
-    The leaf level is also measured by the column's 1-way marginal and the margins of its 2-way
-    marginals; all are combined by inverse variance before the weighted least squares over the tree.
-    """
-    ordered = sorted((x for x in levels if x.hierarchy == hierarchy.name), key=lambda x: x.level)
-    other, other_variance = combined_one_way(hierarchy.column, marginals)
-    leaf, leaf_variance = combine(ordered[-1].counts, ordered[-1].variance, other, float(other_variance[0]))
-    noisy = [np.array([float(total)]), *[x.counts.astype(np.float64) for x in ordered[:-1]], leaf]
-    variances = [1.0, *[x.variance for x in ordered[:-1]], leaf_variance]  # the root is pinned to the total
-    return make_consistent(hierarchy_tree(hierarchy), noisy, variances, total=total)
-
-
 @public_task("estimate_model")
 def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: Measured) -> Estimate:
     """Post-process the noisy measurements (total, hierarchies, non-negativity, consistency); fit the model.
@@ -151,53 +117,25 @@ def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: 
     inverse-variance combination of all marginals containing its column, and every 2-way table is
     fitted to its two 1-ways and rounded so its margins equal them exactly.
     """
-    spec = load_spec(plan.spec_path)
-    domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
+    spec = plan.spec
+    domains = list(measured.domains)
     marginals = measured.marginals
     total = max(0, round(estimate_total([*marginals, *measured.levels])))
-    hierarchies = {h.name: _hierarchy_counts(h, measured.levels, marginals, total) for h in spec.schema.hierarchies}
+    hierarchies = {h.name: hierarchy_counts(hierarchy_tree(h), h.name, h.column, measured.levels, marginals, total)
+                   for h in spec.schema.hierarchies}
     exact = {h.column: hierarchies[h.name][-1] for h in spec.schema.hierarchies}
     # Every marginal agrees with the best 1-way estimates (and with the hierarchies' leaf counts).
     consistent = consistent_marginals(marginals, total, exact)
     if measured.cliques:
         sizes = {d.name: d.size for d in domains}
-        junction = _fit_junction(measured, consistent, sizes, total)
-        return Estimate(total, consistent, TreeModel((), {}, {}), hierarchies, exact, junction)
+        junction = fit_junction(measured.cliques, measured.marginals, measured.maps, consistent, sizes, total)
+        return Estimate(total, consistent, TreeModel((), {}, {}), hierarchies, exact, junction, measured.domains)
     one = {cols[0]: counts for cols, counts in consistent.items() if len(cols) == 1}
     two = {(cols[0], cols[1]): counts for cols, counts in consistent.items() if len(cols) == 2}
     # Hierarchy columns first: each becomes the root of its part of the model, sampled exactly.
     names = [*exact, *[d.name for d in domains if d.name not in exact]]
     model = fit_tree(names, {d.name: d.size for d in domains}, one, two)
-    return Estimate(total, consistent, model, hierarchies, exact)
-
-
-def _fit_junction(
-    measured: Measured, consistent: dict[tuple[str, ...], npt.NDArray[np.int64]], sizes: dict[str, int], total: int
-) -> JunctionEstimate:
-    """Fit the junction tree to the noisy cliques and 1-ways (Private-PGM's estimator, :mod:`dp.synthesis.junction`).
-
-    The 1-ways enter summed onto the coarse codes of coarsened columns (a coarse cell adds up the
-    noisy fine cells of its bin, so its variance is the fine variance times the bin's size: a spike
-    alone in its bin is measured as precisely as any fine cell).
-    """
-    maps = measured.maps
-    coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else size for n, size in sizes.items()}
-    cliques = [m.columns for m in measured.cliques]
-    tree = JunctionTree(tuple(cliques), junction_parents(cliques), coarse_sizes)
-    observations = [Marginal(m.columns, m.counts.astype(np.float64).reshape(m.shape), m.variance)
-                    for m in measured.cliques]
-    for m in measured.marginals:
-        (column,) = m.columns
-        if column in maps:
-            values = np.bincount(maps[column], weights=m.counts.astype(np.float64), minlength=coarse_sizes[column])
-            cells = np.bincount(maps[column], minlength=coarse_sizes[column])
-            observations.append(Marginal((column,), values.astype(np.float64), m.variance * cells.astype(np.float64)))
-        else:
-            observations.append(Marginal((column,), m.counts.astype(np.float64), m.variance))
-    fitted = estimate_junction(tree, observations, float(total))
-    fine = {cols[0]: counts / max(total, 1) for cols, counts in consistent.items() if len(cols) == 1}
-    counts = {clique: round_preserving_sum(fitted.marginal(clique).ravel() * total, total) for clique in cliques}
-    return JunctionEstimate(fitted, cliques, maps, fine, counts)
+    return Estimate(total, consistent, model, hierarchies, exact, domains=measured.domains)
 
 
 def _coarse_labels(labels: tuple[str, ...], fine_to_coarse: npt.NDArray[np.int64] | None) -> list[str]:
@@ -237,8 +175,8 @@ def sample_synthetic(
     plan: ReleasePlan, bounds: list[DiscoveredBounds], estimate: Estimate, staging: str, version: str
 ) -> SynthesisResult:
     """Sample the synthetic table with the plan's public seed; write ``synthetic/`` and ``marginals/``."""
-    spec = load_spec(plan.spec_path)
-    domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
+    spec = plan.spec
+    domains = list(estimate.domains)
     by_name = {d.name: d for d in domains}
     rng = synthetic_generator(plan.seed)
     junction = estimate.junction

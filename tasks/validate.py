@@ -9,7 +9,6 @@ from prefect import get_run_logger
 
 from dprelease.quality.validation import validate_batches as run_expectations
 from dprelease.schemas.plan import ReleasePlan
-from dprelease.schemas.spec import load_spec
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import batch_count, dataset_schema, row_groups
 from dprelease.tasks.progress import StageProgress
@@ -26,7 +25,7 @@ def validate_table(plan: ReleasePlan, steward: str) -> None:
     failure would itself reveal something about single rows); they are recorded in the release's
     steward-only folder ``steward``.
     """
-    spec = load_spec(plan.spec_path)
+    spec = plan.spec
     batches = StageProgress("validate").track(row_groups(spec.data, spec.schema.names), batch_count(spec.data))
     report = run_expectations(batches, spec.schema, dataset_schema(spec.data))
     write_internal(Path(steward), "validation.json", json.dumps(report.to_dict(), indent=2, default=str))

@@ -37,6 +37,8 @@ import numpy.typing as npt
 from dprelease.dp.accounting.charges import MeasurementRecord
 from dprelease.dp.errors import InternalError, ParameterError
 from dprelease.dp.synthesis.hierarchy import FloatArray, Hierarchy, IntArray, NonnegativeMethod, _family_sums
+from dprelease.dp.synthesis.noisy import NoisyMarginal
+from dprelease.dp.synthesis.postprocess import combined_one_way
 
 
 def _per_level(
@@ -391,3 +393,20 @@ def combine(first: npt.ArrayLike, first_variance: float, second: npt.ArrayLike, 
     weight_a, weight_b = 1.0 / first_variance, 1.0 / second_variance
     out: FloatArray = (weight_a * a + weight_b * b) / (weight_a + weight_b)
     return out, 1.0 / (weight_a + weight_b)
+
+
+def hierarchy_counts(
+    tree: Hierarchy, name: str, column: str, levels: Sequence[NoisyLevel], marginals: Sequence[NoisyMarginal],
+    total: int,
+) -> list[IntArray]:
+    """Consistent integer counts of every level of hierarchy ``name`` (over ``column``), the root pinned to ``total``.
+
+    The leaf level is also measured by the column's 1-way marginal and the margins of its 2-way
+    marginals; all are combined by inverse variance before the weighted least squares over the tree.
+    """
+    ordered = sorted((x for x in levels if x.hierarchy == name), key=lambda x: x.level)
+    other, other_variance = combined_one_way(column, list(marginals))
+    leaf, leaf_variance = combine(ordered[-1].counts, ordered[-1].variance, other, float(other_variance[0]))
+    noisy = [np.array([float(total)]), *[x.counts.astype(np.float64) for x in ordered[:-1]], leaf]
+    variances = [1.0, *[x.variance for x in ordered[:-1]], leaf_variance]  # the root is pinned to the total
+    return make_consistent(tree, noisy, variances, total=total)

@@ -23,13 +23,15 @@ accepted step. Everything here sees noisy measurements only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from dprelease.dp.errors import InternalError, ParameterError
+from dprelease.dp.synthesis.noisy import NoisyMarginal
+from dprelease.dp.synthesis.postprocess import round_preserving_sum
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -234,3 +236,57 @@ def junction_parents(cliques: Sequence[tuple[str, ...]]) -> tuple[int | None, ..
         separator = set(clique[:-1])
         out.append(next((j for j in range(i) if separator <= set(cliques[j])), None))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class JunctionEstimate:
+    """A fitted degree-2 junction-tree model (DP output: post-processing of noisy measurements).
+
+    Attributes:
+        fitted: The clique probabilities (coarse codes).
+        cliques: (parents..., child) in sampling order.
+        maps: Fine-to-coarse maps of the coarsened columns.
+        fine: Post-processed fine 1-way distribution of every column (to refine coarse codes).
+        counts: Post-processed integer counts of every clique (published).
+    """
+
+    fitted: FittedModel
+    cliques: list[tuple[str, ...]]
+    maps: dict[str, npt.NDArray[np.int64]]
+    fine: dict[str, npt.NDArray[np.float64]]
+    counts: dict[tuple[str, ...], npt.NDArray[np.int64]]
+
+
+def fit_junction(
+    noisy_cliques: Sequence[NoisyMarginal],
+    one_ways: Sequence[NoisyMarginal],
+    maps: Mapping[str, npt.NDArray[np.int64]],
+    consistent: Mapping[tuple[str, ...], npt.NDArray[np.int64]],
+    sizes: Mapping[str, int],
+    total: int,
+) -> JunctionEstimate:
+    """Fit the junction tree to the noisy cliques and 1-ways (Private-PGM's estimator, :mod:`dp.synthesis.junction`).
+
+    The 1-ways enter summed onto the coarse codes of coarsened columns (a coarse cell adds up the
+    noisy fine cells of its bin, so its variance is the fine variance times the bin's size: a spike
+    alone in its bin is measured as precisely as any fine cell).
+    """
+    coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else size for n, size in sizes.items()}
+    cliques = [m.columns for m in noisy_cliques]
+    tree = JunctionTree(tuple(cliques), junction_parents(cliques), coarse_sizes)
+    observations = [Marginal(m.columns, m.counts.astype(np.float64).reshape(m.shape), m.variance)
+                    for m in noisy_cliques]
+    for m in one_ways:
+        if len(m.columns) != 1:
+            continue
+        (column,) = m.columns
+        if column in maps:
+            values = np.bincount(maps[column], weights=m.counts.astype(np.float64), minlength=coarse_sizes[column])
+            cells = np.bincount(maps[column], minlength=coarse_sizes[column])
+            observations.append(Marginal((column,), values.astype(np.float64), m.variance * cells.astype(np.float64)))
+        else:
+            observations.append(Marginal((column,), m.counts.astype(np.float64), m.variance))
+    fitted = estimate(tree, observations, float(total))
+    fine = {cols[0]: counts / max(total, 1) for cols, counts in consistent.items() if len(cols) == 1}
+    counts = {clique: round_preserving_sum(fitted.marginal(clique).ravel() * total, total) for clique in cliques}
+    return JunctionEstimate(fitted, cliques, dict(maps), fine, counts)

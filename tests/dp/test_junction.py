@@ -13,8 +13,7 @@ from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.mechanisms.random import secure_noise
-from dprelease.dp.synthesis.cliques import (
+from dprelease.dp.measurement.cliques import (
     CONDITIONAL_L1_SENSITIVITY,
     candidate_triples,
     coarse_map,
@@ -23,6 +22,7 @@ from dprelease.dp.synthesis.cliques import (
     select_cliques,
     tree_order,
 )
+from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.dp.synthesis.junction import JunctionTree, Marginal, estimate, junction_parents
 from dprelease.dp.synthesis.sampling import (
     _alias_tables,

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.measurement.structure import independence_scores, select_spanning_tree
 from dprelease.dp.mechanisms.random import secure_noise
-from dprelease.dp.synthesis.structure import independence_scores, select_spanning_tree
 
 
 def _context(ledger: Ledger) -> ReleaseContext:

@@ -1,6 +1,6 @@
 """Choosing the cliques of a degree-2 junction-tree model, privately.
 
-After a spanning tree over the columns has been chosen (:mod:`dp.synthesis.structure`, MST-style), the tree
+After a spanning tree over the columns has been chosen (:mod:`dp.measurement.structure`, MST-style), the tree
 is visited breadth-first from a root; each column ``ch`` with tree parent ``pa`` gets a clique
 ``(pa, q, ch)``, where the second parent ``q`` is chosen by the exponential mechanism among the
 columns that already share a clique with ``pa`` (a public set given the earlier choices), or the
@@ -31,15 +31,21 @@ equal mass under their *noisy* 1-way marginal: a public post-processing choice t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import PureBudget
+from dprelease.dp.accounting.budget import Budget, PureBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import InternalError, ParameterError
+from dprelease.dp.measurement.marginals import ColumnDomain
+from dprelease.dp.measurement.structure import independence_scores, select_spanning_tree
+from dprelease.dp.mechanisms.noise import additive_mechanism, measure
 from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selection
+from dprelease.dp.synthesis.noisy import NoisyMarginal
+from dprelease.dp.synthesis.postprocess import consistent_counts, estimate_total
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -211,3 +217,107 @@ def select_cliques(
         cliques.append((parent, partners[index], child))
         records.append(record)
     return cliques, records
+
+
+@dataclass(frozen=True)
+class PlannedCliques:
+    """A degree-2 junction tree chosen privately (``cliques: auto``), then measured clique by clique.
+
+    Attributes:
+        tree_rounds: Rounds of the exponential mechanism growing the spanning tree (columns - 1).
+        tree_budget: Epsilon of each tree round (half the selection stage).
+        parent_rounds: At most so many second-parent selections (columns - 2).
+        parent_budget: Epsilon of each second-parent selection (the other half).
+        candidates: The pairs the tree may use, in public order.
+        clique_budget: The budget of each clique measurement (the cliques stage split equally).
+        bins: Coarse bins of a numeric column inside cliques.
+        root: The public root column, or None for the selected tree's hub.
+    """
+
+    tree_rounds: int
+    tree_budget: PureBudget
+    parent_rounds: int
+    parent_budget: PureBudget | None
+    candidates: tuple[tuple[str, str], ...]
+    clique_budget: Budget
+    bins: int
+    root: str | None
+
+
+
+@dataclass(frozen=True)
+class MeasuredJunction:
+    """What :func:`measure_junction` releases (DP outputs).
+
+    Attributes:
+        cliques: The noisy cliques, each (parents..., child) in coarse codes, in sampling order.
+        records: The selections' records (spanning tree, then second parents).
+        maps: The public fine-to-coarse maps of the numeric columns (from the noisy 1-ways).
+        tree: The spanning tree chosen privately.
+    """
+
+    cliques: list[NoisyMarginal]
+    records: list[MeasurementRecord]
+    maps: dict[str, IntArray]
+    tree: list[tuple[str, str]]
+
+
+CoarseCounter = Callable[[list[tuple[str, ...]], dict[str, IntArray]], dict[tuple[str, ...], IntArray]]
+"""Exact counts of marginals in coarse codes: ``count(workload, maps)``."""
+
+
+def measure_junction(
+    planned: PlannedCliques,
+    domains: Sequence[ColumnDomain],
+    one_way: Sequence[NoisyMarginal],
+    count: CoarseCounter,
+    context: ReleaseContext,
+    sensitivity: int,
+) -> MeasuredJunction:
+    """Choose a degree-2 junction tree privately and measure its cliques (``cliques: auto``).
+
+    1. Coarse maps of the numeric columns from the noisy 1-ways (post-processing: free).
+    2. A spanning tree by the exponential mechanism, each pair scored on coarse codes by its distance
+       from independence under the noisy 1-ways (sensitivity 1 per row).
+    3. From the root (public, or the tree's hub), a second parent for each column by the exponential
+       mechanism on the conditional-L1 score (sensitivity below 4 per row): :mod:`dp.measurement.cliques`.
+    4. Each clique measured in coarse codes (a histogram: sensitivity 1 per row).
+    ``count(workload, maps)`` returns the exact coarse counts of the given marginals: two more passes over
+    the rows (pairs, then candidate triples), on the same bounded rows as the 1-ways; the caller decides
+    where they run.
+    """
+    names = [d.name for d in domains]
+    sizes = {d.name: d.size for d in domains}
+    total = max(1, round(estimate_total(one_way)))
+    distributions = {m.columns[0]: consistent_counts(m, total) / total for m in one_way}
+    maps = {d.name: coarse_map(distributions[d.name], planned.bins) for d in domains
+            if d.kind != "category" and d.size > planned.bins}
+    coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else sizes[n] for n in names}
+    coarse_distributions = {n: np.bincount(maps[n], weights=distributions[n], minlength=coarse_sizes[n])
+                            if n in maps else distributions[n] for n in names}
+    pairs = count(list(planned.candidates), maps)
+    scores = independence_scores({(key[0], key[1]): table for key, table in pairs.items()},
+                                 {n: np.asarray(d, dtype=np.float64) for n, d in coarse_distributions.items()}, total)
+    tree, tree_records = select_spanning_tree(names, list(planned.candidates), scores, planned.tree_budget, context,
+                                              score_sensitivity=sensitivity)
+    order = tree_order(names, tree, planned.root or hub(names, tree))
+    records = list(tree_records)
+    triples: dict[tuple[str, ...], IntArray] = {}
+    if planned.parent_budget is not None:
+        triples = count(candidate_triples(order), maps)
+        cliques, parent_records = select_cliques(order, triples, coarse_sizes, planned.parent_budget, context,
+                                                 score_sensitivity=CONDITIONAL_L1_SENSITIVITY * sensitivity)
+        records += parent_records
+    else:
+        cliques = [(parent, child) for child, parent in order if parent is not None]
+    mechanism = additive_mechanism(planned.clique_budget, sensitivity)
+    measured = []
+    for clique in cliques:
+        counts = triples.get(clique) if len(clique) == 3 else pairs.get(clique)
+        if counts is None:  # a pair measured in the other column order
+            counts = pairs[(clique[1], clique[0])].reshape(coarse_sizes[clique[1]], coarse_sizes[clique[0]]).T.ravel()
+        noisy, record = measure(mechanism, counts, context, stage="cliques", query=f"clique({','.join(clique)})")
+        measured.append(NoisyMarginal(clique, tuple(coarse_sizes[c] for c in clique), noisy, record))
+    triples.clear()
+    pairs.clear()
+    return MeasuredJunction(measured, records, maps, list(tree))
