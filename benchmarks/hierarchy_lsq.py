@@ -44,7 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dprelease.dp.synthesis.hierarchy import Hierarchy  # noqa: E402
+from dprelease.dp.synthesis.hierarchy import HierarchyTree  # noqa: E402
 from dprelease.dp.synthesis.consistency import least_squares, make_consistent, nonnegative, round_consistent
 
 TREES = {"geography": [5, 20, 10], "tree_10k": [10, 10, 10, 10]}
@@ -54,7 +54,7 @@ ESTIMATORS = ("raw", "least_squares", "consistent_project", "consistent_scale")
 TIMING_FANOUTS = [10, 10, 100, 100]
 
 
-def simulate_truth(h: Hierarchy, gen: np.random.Generator) -> list[np.ndarray]:
+def simulate_truth(h: HierarchyTree, gen: np.random.Generator) -> list[np.ndarray]:
     """Overdispersed leaf counts (negative binomial, mean 20, shape 0.5) and their sums up the tree."""
     shape, mean = 0.5, 20.0
     leaves = gen.negative_binomial(shape, shape / (shape + mean), h.sizes[-1])
@@ -70,7 +70,7 @@ def blue_root_variance(fanouts: list[int], variance: float) -> float:
 
 
 def run_tree(name: str, fanouts: list[int], rho: float, trials: int, seed: int) -> dict[str, Any]:
-    h = Hierarchy.from_fanouts(fanouts)
+    h = HierarchyTree.from_fanouts(fanouts)
     gen = np.random.default_rng(seed)  # benchmark only: simulated truth and noise
     truth = simulate_truth(h, gen)
     sigma = math.sqrt(h.n_levels / (2.0 * rho))
@@ -113,7 +113,7 @@ def run_tree(name: str, fanouts: list[int], rho: float, trials: int, seed: int) 
 
 
 def time_large(repeats: int = 5) -> dict[str, Any]:
-    h = Hierarchy.from_fanouts(TIMING_FANOUTS)
+    h = HierarchyTree.from_fanouts(TIMING_FANOUTS)
     gen = np.random.default_rng(2026)  # benchmark only
     truth = simulate_truth(h, gen)
     sigma = math.sqrt(h.n_levels / 2.0)

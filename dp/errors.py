@@ -38,6 +38,14 @@ class StageFailed(Exception):
         return (type(self), (self.stage, self.kind))
 
 
+class ReleaseError(DPReleaseError, RuntimeError):
+    """A release cannot proceed, and not because of its input (exit 1).
+
+    For example a staged folder that does not verify, or an embedded server that does not start. Named by
+    release id and rule; never a data value.
+    """
+
+
 class DPError(DPReleaseError):
     """Root of every error raised by ``dp``."""
 

@@ -425,14 +425,12 @@ def _one_line(err: BaseException) -> str:
 
 def exit_code(err: BaseException) -> int:
     """The exit code for an exception that ended a command (see :data:`EXIT_CODES`)."""
-    from dprelease.dp.errors import BudgetExceededError, DPReleaseError, LedgerError
+    from dprelease.dp.errors import BudgetExceededError, DPReleaseError, InternalError, LedgerError, ReleaseError
 
     if isinstance(err, (BudgetExceededError, LedgerError)):
         return EXIT_REFUSED
     if isinstance(err, DPReleaseError):
-        from dprelease.flows.release import ReleaseError
-
-        return EXIT_FAIL if isinstance(err, ReleaseError) else EXIT_USAGE
+        return EXIT_FAIL if isinstance(err, ReleaseError | InternalError) else EXIT_USAGE
     return EXIT_FAIL
 
 

@@ -10,6 +10,7 @@ from prefect import flow, get_run_logger
 
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.accounting.processes import release_lock
+from dprelease.dp.errors import ReleaseError
 from dprelease.dp.mechanisms.random import secure_seed
 from dprelease.flows.schedules import pause_schedules_when_refused
 from dprelease.schemas.identifiers import check_identifier
@@ -34,10 +35,6 @@ from dprelease.tasks.staging import (
 )
 from dprelease.tasks.synthesize import estimate_model, sample_synthetic
 from dprelease.tasks.validate import validate_table
-
-
-class ReleaseError(DPReleaseError, RuntimeError):
-    """A release cannot proceed (named by release id and rule; never a data value)."""
 
 
 def new_release_id() -> str:

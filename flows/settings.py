@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from dprelease.dp.errors import ReleaseError
+
 DEFAULTS = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -124,7 +126,7 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the embedded Prefect server exited with code {self.process.returncode}")
+                raise ReleaseError(f"the embedded Prefect server exited with code {self.process.returncode}")
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
                     if response.status == 200:
@@ -132,7 +134,7 @@ class EmbeddedServer:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"the embedded Prefect server did not answer within {timeout:g} s")
+        raise ReleaseError(f"the embedded Prefect server did not answer within {timeout:g} s")
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 5 s)."""

@@ -7,7 +7,7 @@ from typing import Literal
 
 from dprelease.dp.errors import InternalError
 from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, category_domain, numeric_domain
-from dprelease.dp.synthesis.hierarchy import Hierarchy as Tree
+from dprelease.dp.synthesis.hierarchy import HierarchyTree as Tree
 from dprelease.dp.synthesis.sampling import OutputColumn
 from dprelease.schemas.model import Column, Hierarchy, TableSchema
 

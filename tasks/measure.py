@@ -15,6 +15,7 @@ from prefect import get_run_logger
 
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.measurement.cliques import (
     MeasuredJunction,
@@ -171,7 +172,7 @@ def map_client(address: str | None) -> Iterator[Any]:
     try:
         from distributed import Client
     except ImportError as err:
-        raise RuntimeError("dask: a scheduler address needs the dask extra (pip install 'dprelease[dask]')") from err
+        raise ParameterError("dask: a scheduler address needs the dask extra (pip install 'dprelease[dask]')") from err
     client = Client(address, timeout=DASK_CONNECT_SECONDS, set_as_default=False)  # type: ignore[no-untyped-call]
     with client:
         yield client

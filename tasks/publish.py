@@ -15,6 +15,7 @@ import dprelease
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.accounting.ledger_rows import LedgerStatus
 from dprelease.dp.accounting.processes import fault_point
+from dprelease.dp.errors import ReleaseError
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.reports.audit import budget_table, build_audit, render_markdown
 from dprelease.reports.html import render_html
@@ -104,10 +105,10 @@ def publish_release(plan: ReleasePlan, staging: str, out: str, ledger_path: str)
     os.chmod(root / MANIFEST, 0o644)
     problems = verify_release(root)
     if problems:
-        raise RuntimeError(f"staged release does not verify against its manifest: {problems[0]}")
+        raise ReleaseError(f"staged release does not verify against its manifest: {problems[0]}")
     target = final_dir(Path(out), plan.dataset, plan.release_id)
     if target.exists():
-        raise FileExistsError(f"release folder {target} already exists")
+        raise ReleaseError(f"release folder {target} already exists")
     os.rename(root, target)
     fault_point("after_publish_rename")
     with Ledger.open(Path(ledger_path)) as ledger:

@@ -103,3 +103,40 @@ def test_no_numpy_random_or_random_module_on_the_release_path():
                 if "np.random.Generator" in line or allowed.search(line):
                     continue
                 raise AssertionError(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+
+
+def _raised_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+            func = node.exc.func
+            names.add(func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "")
+    return names - {""}
+
+
+def test_every_expected_error_has_one_root():
+    """What the package raises on purpose is a DPReleaseError (one root), or the message-free StageFailed."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import dprelease
+    from dprelease.dp.errors import DPReleaseError
+
+    classes: dict[str, type] = {}
+    for info in pkgutil.walk_packages(dprelease.__path__, "dprelease."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, BaseException):
+                classes.setdefault(name, value)
+    # The message-free wrapper of unexpected errors; raised inside YAML's loader and caught there; the
+    # schema's error factory (returns a SchemaError); argparse's own (a usage line, exit 2).
+    allowed = {"StageFailed", "ComposerError", "ConstructorError", "_fail", "ArgumentTypeError"}
+    for folder in ("dp", "schemas", "quality", "reports", "tasks", "flows"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for name in _raised_names(path) - allowed:
+                cls = classes.get(name)
+                assert cls is not None and issubclass(cls, DPReleaseError), \
+                    f"{path.relative_to(ROOT)} raises {name}, not a DPReleaseError"

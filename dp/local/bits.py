@@ -15,6 +15,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from dprelease.dp.errors import ParameterError
+
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -33,7 +35,7 @@ class SecureBits:
     def below(self, n: int, size: int) -> IntArray:
         """``size`` independent integers uniform on ``[0, n)``, ``1 <= n <= 2**62``."""
         if not 1 <= n <= 2**62:
-            raise ValueError("n must be in [1, 2**62]")
+            raise ParameterError("n must be in [1, 2**62]")
         if size == 0 or n == 1:
             return np.zeros(size, dtype=np.int64)
         width = (n - 1).bit_length()
@@ -60,7 +62,7 @@ class SeededBits:
 def bernoulli(p: Fraction, size: int, bits: Bits) -> BoolArray:
     """``size`` independent Bernoulli(p) draws for a rational ``p`` in [0, 1], exactly."""
     if not 0 <= p <= 1:
-        raise ValueError("p must be in [0, 1]")
+        raise ParameterError("p must be in [0, 1]")
     if p == 0 or p == 1:
         return np.full(size, bool(p == 1))
     return np.asarray(bits.below(p.denominator, size) < p.numerator, dtype=bool)

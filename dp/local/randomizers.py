@@ -20,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
+from dprelease.dp.errors import ParameterError
 from dprelease.dp.local.bits import Bits, IntArray, at_least, at_most, bernoulli
 
 GRID = 1 << 32
@@ -30,9 +31,9 @@ UINT8 = npt.NDArray[np.uint8]
 
 def _check(k: int, epsilon: float, owner: str) -> None:
     if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-        raise ValueError(f"{owner}: k ({k!r}) must be an integer >= 2")
+        raise ParameterError(f"{owner}: k ({k!r}) must be an integer >= 2")
     if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and 0 < epsilon <= 20):
-        raise ValueError(f"{owner}: epsilon ({epsilon!r}) must be in (0, 20]")
+        raise ParameterError(f"{owner}: epsilon ({epsilon!r}) must be in (0, 20]")
 
 
 def _log_ratio(numerator: Fraction, denominator: Fraction) -> float:
@@ -43,7 +44,7 @@ def _log_ratio(numerator: Fraction, denominator: Fraction) -> float:
 def _values(values: npt.ArrayLike, k: int, owner: str) -> IntArray:
     array = np.asarray(values, dtype=np.int64)
     if array.size and (array.min() < 0 or array.max() >= k):
-        raise ValueError(f"{owner}: values must be codes in [0, {k})")
+        raise ParameterError(f"{owner}: values must be codes in [0, {k})")
     return array
 
 
@@ -113,7 +114,7 @@ class UnaryEncoding:
         elif self.variant == "OUE":
             p, q = Fraction(1, 2), at_least(1 / (math.exp(self.requested) + 1), GRID)
         else:
-            raise ValueError(f"unary encoding: variant ({self.variant!r}) must be SUE or OUE")
+            raise ParameterError(f"unary encoding: variant ({self.variant!r}) must be SUE or OUE")
         while _log_ratio(p * (1 - q), (1 - p) * q) > self.requested:
             q += Fraction(1, GRID)
         object.__setattr__(self, "p", p)
@@ -221,7 +222,7 @@ def variance_factor(name: str, k: int, epsilon: float) -> float:
         return math.exp(epsilon / 2) / (math.exp(epsilon / 2) - 1) ** 2
     if name in ("OUE", "OLH"):
         return 4 * e / (e - 1) ** 2
-    raise ValueError(f"unknown protocol {name!r}")
+    raise ParameterError(f"unknown protocol {name!r}")
 
 
 def choose(k: int, epsilon: float) -> str:

@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
+from dprelease.dp.errors import ParameterError
 from dprelease.dp.local.bits import Bits, IntArray, bernoulli
 
 FloatArray = npt.NDArray[np.float64]
@@ -62,16 +63,16 @@ class RapporParams:
         for name in ("k", "h", "m"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"RAPPOR: {name} ({value!r}) must be a positive integer")
+                raise ParameterError(f"RAPPOR: {name} ({value!r}) must be a positive integer")
         if self.h > self.k:
-            raise ValueError("RAPPOR: h must not exceed k")
+            raise ParameterError("RAPPOR: h must not exceed k")
         for name in ("f", "p", "q"):
             value = Fraction(getattr(self, name))
             object.__setattr__(self, name, value)
             if not 0 <= value <= 1:
-                raise ValueError(f"RAPPOR: {name} must be a probability")
+                raise ParameterError(f"RAPPOR: {name} must be a probability")
         if not 0 < self.f < 1 or self.p >= self.q:
-            raise ValueError("RAPPOR: need 0 < f < 1 and p < q")
+            raise ParameterError("RAPPOR: need 0 < f < 1 and p < q")
         half = self.f * (self.p + self.q) / 2
         object.__setattr__(self, "q_star", half + (1 - self.f) * self.q)
         object.__setattr__(self, "p_star", half + (1 - self.f) * self.p)

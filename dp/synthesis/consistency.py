@@ -1,6 +1,6 @@
 """Hierarchical counts made consistent, non-negative and integral, as the Census TopDown does, without a solver.
 
-Noisy counts of a :class:`dp.synthesis.hierarchy.Hierarchy` are given per level, as one float array per
+Noisy counts of a :class:`dp.synthesis.hierarchy.HierarchyTree` are given per level, as one float array per
 level in node order. Post-processing runs in three stages, each one pass per level, vectorised with
 ``np.bincount`` and sorting (no Python loop over nodes):
 
@@ -18,7 +18,7 @@ level in node order. Post-processing runs in three stages, each one pass per lev
 privacy cost, never sees raw data. Labels of a hierarchy are public (they come from a schema), so they may
 appear in error messages; counts never do.
 
->>> h = Hierarchy.from_fanouts([2])
+>>> h = HierarchyTree.from_fanouts([2])
 >>> [np.round(level, 4).tolist() for level in least_squares(h, [[10.0], [3.0, 5.0]], [1.0, 1.0])]
 [[9.3333], [3.6667, 5.6667]]
 >>> [level.tolist() for level in make_consistent(h, [[10.0], [-3.0, 5.0]], [1.0, 1.0], total=6)]
@@ -36,13 +36,13 @@ import numpy.typing as npt
 
 from dprelease.dp.accounting.charges import MeasurementRecord
 from dprelease.dp.errors import InternalError, ParameterError
-from dprelease.dp.synthesis.hierarchy import FloatArray, Hierarchy, IntArray, NonnegativeMethod, _family_sums
+from dprelease.dp.synthesis.hierarchy import FloatArray, HierarchyTree, IntArray, NonnegativeMethod, _family_sums
 from dprelease.dp.synthesis.noisy import NoisyMarginal
 from dprelease.dp.synthesis.postprocess import combined_one_way
 
 
 def _per_level(
-    hierarchy: Hierarchy, values: Sequence[npt.ArrayLike], name: str, *, finite: bool = True
+    hierarchy: HierarchyTree, values: Sequence[npt.ArrayLike], name: str, *, finite: bool = True
 ) -> list[FloatArray]:
     """Validate one array per level with the level's size; copies, never views of the caller's arrays."""
     if len(values) != hierarchy.n_levels:
@@ -60,7 +60,7 @@ def _per_level(
     return out
 
 
-def _variances(hierarchy: Hierarchy, variances: Sequence[float | npt.ArrayLike]) -> list[FloatArray]:
+def _variances(hierarchy: HierarchyTree, variances: Sequence[float | npt.ArrayLike]) -> list[FloatArray]:
     out = _per_level(hierarchy, variances, "variances", finite=False)
     last = len(out) - 1
     for level, array in enumerate(out):
@@ -74,7 +74,7 @@ def _variances(hierarchy: Hierarchy, variances: Sequence[float | npt.ArrayLike])
 
 
 def least_squares(
-    hierarchy: Hierarchy,
+    hierarchy: HierarchyTree,
     noisy: Sequence[npt.ArrayLike],
     variances: Sequence[float | npt.ArrayLike],
     *,
@@ -111,7 +111,7 @@ def least_squares(
             finite, or a variance is not positive.
 
     Example:
-        >>> h = Hierarchy.from_fanouts([2])
+        >>> h = HierarchyTree.from_fanouts([2])
         >>> [x.tolist() for x in least_squares(h, [[10.0], [3.0, 5.0]], [1.0, 1.0], root_total=12.0)]
         [[12.0], [5.0, 7.0]]
     """
@@ -149,7 +149,7 @@ def least_squares(
 
 
 def _sorted_families(
-    hierarchy: Hierarchy, level: int, keys: FloatArray
+    hierarchy: HierarchyTree, level: int, keys: FloatArray
 ) -> tuple[npt.NDArray[np.intp], IntArray, IntArray, IntArray]:
     """Nodes of ``level + 1`` sorted by parent, then by ``keys`` descending, then by position.
 
@@ -164,7 +164,7 @@ def _sorted_families(
     return order, sorted_parent, starts, rank
 
 
-def _project_families(hierarchy: Hierarchy, level: int, values: FloatArray, targets: FloatArray) -> FloatArray:
+def _project_families(hierarchy: HierarchyTree, level: int, values: FloatArray, targets: FloatArray) -> FloatArray:
     """Each family of ``level + 1`` projected (Euclidean) onto {x >= 0, sum x = its parent's target}.
 
     The group-wise form of :func:`dp.synthesis.postprocess.project_simplex` (Duchi et al. 2008): the shift tau of each
@@ -189,7 +189,7 @@ def _project_families(hierarchy: Hierarchy, level: int, values: FloatArray, targ
     return out
 
 
-def _scale_families(hierarchy: Hierarchy, level: int, values: FloatArray, targets: FloatArray) -> FloatArray:
+def _scale_families(hierarchy: HierarchyTree, level: int, values: FloatArray, targets: FloatArray) -> FloatArray:
     """Each family of ``level + 1``: negatives clipped to zero, the rest scaled to its parent's target."""
     parent = hierarchy.parents[level]
     positive = np.maximum(values, 0.0)
@@ -199,7 +199,7 @@ def _scale_families(hierarchy: Hierarchy, level: int, values: FloatArray, target
 
 
 def nonnegative(
-    hierarchy: Hierarchy, estimates: Sequence[npt.ArrayLike], *, method: NonnegativeMethod = "project"
+    hierarchy: HierarchyTree, estimates: Sequence[npt.ArrayLike], *, method: NonnegativeMethod = "project"
 ) -> list[FloatArray]:
     """Consistent estimates made non-negative, top-down, each family summing to its (already fixed) parent.
 
@@ -228,7 +228,7 @@ def nonnegative(
         ParameterError: If the arrays do not match the hierarchy, are not finite, or ``method`` is unknown.
 
     Example:
-        >>> h = Hierarchy.from_fanouts([3])
+        >>> h = HierarchyTree.from_fanouts([3])
         >>> [x.tolist() for x in nonnegative(h, [[6.0], [5.0, 3.0, -2.0]])]
         [[6.0], [4.0, 2.0, 0.0]]
         >>> [x.tolist() for x in nonnegative(h, [[6.0], [5.0, 3.0, -2.0]], method="scale")]
@@ -255,7 +255,7 @@ def nonnegative(
     return out
 
 
-def round_consistent(hierarchy: Hierarchy, estimates: Sequence[npt.ArrayLike], total: int) -> list[IntArray]:
+def round_consistent(hierarchy: HierarchyTree, estimates: Sequence[npt.ArrayLike], total: int) -> list[IntArray]:
     """Controlled rounding, top-down: integers whose every parent is exactly the sum of its children.
 
     The root is ``total``. Level by level, each parent's integer N is split over its children in proportion
@@ -279,7 +279,7 @@ def round_consistent(hierarchy: Hierarchy, estimates: Sequence[npt.ArrayLike], t
             non-negative integer.
 
     Example:
-        >>> h = Hierarchy.from_fanouts([3])
+        >>> h = HierarchyTree.from_fanouts([3])
         >>> [x.tolist() for x in round_consistent(h, [[4.0], [1.5, 1.5, 1.0]], 4)]
         [[4], [2, 1, 1]]
     """
@@ -312,7 +312,7 @@ def round_consistent(hierarchy: Hierarchy, estimates: Sequence[npt.ArrayLike], t
 
 
 def make_consistent(
-    hierarchy: Hierarchy,
+    hierarchy: HierarchyTree,
     noisy: Sequence[npt.ArrayLike],
     variances: Sequence[float | npt.ArrayLike],
     total: int | None = None,
@@ -338,7 +338,7 @@ def make_consistent(
         ParameterError: If the inputs do not match the hierarchy or are invalid (see the stages).
 
     Example:
-        >>> h = Hierarchy.from_fanouts([2, 2])
+        >>> h = HierarchyTree.from_fanouts([2, 2])
         >>> noisy = [[9.0], [4.0, 6.0], [2.0, 1.0, -1.0, 4.0]]
         >>> [x.tolist() for x in make_consistent(h, noisy, [1.0, 1.0, 1.0])]
         [[9], [4, 5], [3, 1, 0, 5]]
@@ -396,7 +396,7 @@ def combine(first: npt.ArrayLike, first_variance: float, second: npt.ArrayLike, 
 
 
 def hierarchy_counts(
-    tree: Hierarchy, name: str, column: str, levels: Sequence[NoisyLevel], marginals: Sequence[NoisyMarginal],
+    tree: HierarchyTree, name: str, column: str, levels: Sequence[NoisyLevel], marginals: Sequence[NoisyMarginal],
     total: int,
 ) -> list[IntArray]:
     """Consistent integer counts of every level of hierarchy ``name`` (over ``column``), the root pinned to ``total``.

@@ -1,6 +1,6 @@
 """A hierarchy of public labels: a tree cut into levels, from the total down to the finest cells.
 
-A :class:`Hierarchy` is a tree cut into levels: level 0 is the root (one node, the total) and every node of a
+A :class:`HierarchyTree` is a tree cut into levels: level 0 is the root (one node, the total) and every node of a
 later level has exactly one parent in the level above. Noisy counts are given per level, as one float array
 per level in node order; :mod:`dp.synthesis.consistency` makes them consistent.
 """
@@ -29,7 +29,7 @@ def _frozen(array: npt.NDArray[np.int64]) -> IntArray:
 
 
 @dataclass(frozen=True, eq=False)
-class Hierarchy:
+class HierarchyTree:
     """A tree of levels: level 0 holds the root alone; each node of level l + 1 has one parent in level l.
 
     Build it from parent indices (the constructor or :meth:`from_parents`), from fan-outs
@@ -40,7 +40,7 @@ class Hierarchy:
     hierarchies compare by identity.
 
     Example:
-        >>> h = Hierarchy.from_mappings([{"A": "total", "B": "total"}, {"a1": "A", "a2": "A", "b1": "B"}])
+        >>> h = HierarchyTree.from_mappings([{"A": "total", "B": "total"}, {"a1": "A", "a2": "A", "b1": "B"}])
         >>> h.sizes
         (1, 2, 3)
         >>> h.parents[1].tolist()
@@ -63,30 +63,31 @@ class Hierarchy:
         for level, raw in enumerate(self.parents, start=1):
             array = np.asarray(raw)
             if array.ndim != 1:
-                raise ParameterError(f"Hierarchy: parents[{level - 1}] (shape {array.shape}) must be one-dimensional")
+                raise ParameterError(
+                    f"HierarchyTree: parents[{level - 1}] (shape {array.shape}) must be one-dimensional")
             if array.size == 0:
-                raise ParameterError(f"Hierarchy: level {level} (0 nodes) must have at least one node")
+                raise ParameterError(f"HierarchyTree: level {level} (0 nodes) must have at least one node")
             if not np.issubdtype(array.dtype, np.integer):
-                raise ParameterError(f"Hierarchy: parents[{level - 1}] (dtype {array.dtype}) must hold integers")
+                raise ParameterError(f"HierarchyTree: parents[{level - 1}] (dtype {array.dtype}) must hold integers")
             index = array.astype(np.int64)
             low, high = int(index.min()), int(index.max())
             if low < 0:
                 node = int(np.argmax(index < 0))
                 raise ParameterError(
-                    f"Hierarchy: parents[{level - 1}][{node}] ({index[node]}) must be a node of level {level - 1} "
+                    f"HierarchyTree: parents[{level - 1}][{node}] ({index[node]}) must be a node of level {level - 1} "
                     f"(0..{size - 1}); node {node} of level {level} has no parent"
                 )
             if high >= size:
                 node = int(np.argmax(index >= size))
                 raise ParameterError(
-                    f"Hierarchy: parents[{level - 1}][{node}] ({index[node]}) must be a node of level {level - 1} "
+                    f"HierarchyTree: parents[{level - 1}][{node}] ({index[node]}) must be a node of level {level - 1} "
                     f"(0..{size - 1}); the index is out of range"
                 )
             count = np.bincount(index, minlength=size).astype(np.int64)
             if not count.all():
                 node = int(np.argmin(count))
                 raise ParameterError(
-                    f"Hierarchy: level {level - 1} node {node} (0 children) must have at least one child, as level "
+                    f"HierarchyTree: level {level - 1} node {node} (0 children) must have at least one child, as level "
                     f"{level - 1} is not the last level; {int((count == 0).sum())} node(s) of level {level - 1} "
                     "have none"
                 )
@@ -100,15 +101,15 @@ class Hierarchy:
 
     def _check_labels(self, labels: tuple[tuple[str, ...], ...]) -> None:
         if len(labels) != len(self.sizes):
-            raise ParameterError(f"Hierarchy: labels ({len(labels)} levels) must have {len(self.sizes)} levels")
+            raise ParameterError(f"HierarchyTree: labels ({len(labels)} levels) must have {len(self.sizes)} levels")
         seen: dict[str, int] = {}
         for level, (names, size) in enumerate(zip(labels, self.sizes, strict=True)):
             if len(names) != size:
-                raise ParameterError(f"Hierarchy: labels[{level}] ({len(names)} labels) must have {size} labels")
+                raise ParameterError(f"HierarchyTree: labels[{level}] ({len(names)} labels) must have {size} labels")
             for name in names:
                 if name in seen:
                     raise ParameterError(
-                        f"Hierarchy: level {level}: label {name!r} (already a node of level {seen[name]}) "
+                        f"HierarchyTree: level {level}: label {name!r} (already a node of level {seen[name]}) "
                         "must be unique; duplicate label"
                     )
                 seen[name] = level
@@ -117,7 +118,7 @@ class Hierarchy:
     @classmethod
     def from_parents(
         cls, parents: Sequence[npt.ArrayLike], labels: Sequence[Sequence[str]] | None = None
-    ) -> Hierarchy:
+    ) -> HierarchyTree:
         """A hierarchy from per-level parent indices.
 
         Args:
@@ -133,7 +134,7 @@ class Hierarchy:
                 the last level has no child, or labels are missing or duplicated.
 
         Example:
-            >>> Hierarchy.from_parents([[0, 0, 0], [2, 0, 1, 1]]).child_counts[1].tolist()
+            >>> HierarchyTree.from_parents([[0, 0, 0], [2, 0, 1, 1]]).child_counts[1].tolist()
             [1, 2, 1]
         """
         arrays = tuple(np.asarray(p) for p in parents)
@@ -141,7 +142,7 @@ class Hierarchy:
         return cls(arrays, names)
 
     @classmethod
-    def from_fanouts(cls, fanouts: Sequence[int | Sequence[int] | npt.NDArray[np.integer]]) -> Hierarchy:
+    def from_fanouts(cls, fanouts: Sequence[int | Sequence[int] | npt.NDArray[np.integer]]) -> HierarchyTree:
         """A hierarchy whose children are numbered parent by parent.
 
         Args:
@@ -155,7 +156,7 @@ class Hierarchy:
             ParameterError: If a fan-out is below one or an array has the wrong length.
 
         Example:
-            >>> Hierarchy.from_fanouts([2, [1, 3]]).parents[1].tolist()
+            >>> HierarchyTree.from_fanouts([2, [1, 3]]).parents[1].tolist()
             [0, 1, 1, 1]
         """
         parents: list[IntArray] = []
@@ -164,17 +165,17 @@ class Hierarchy:
             counts = np.broadcast_to(np.asarray(fanout), (size,)) if np.ndim(fanout) == 0 else np.asarray(fanout)
             if counts.shape != (size,):
                 raise ParameterError(
-                    f"Hierarchy: fanouts[{level}] ({counts.size} entries) must have {size} entries, "
+                    f"HierarchyTree: fanouts[{level}] ({counts.size} entries) must have {size} entries, "
                     f"one per node of level {level}"
                 )
             if not np.issubdtype(counts.dtype, np.integer) or (counts.size and int(counts.min()) < 1):
-                raise ParameterError(f"Hierarchy: fanouts[{level}] must be integers of at least 1")
+                raise ParameterError(f"HierarchyTree: fanouts[{level}] must be integers of at least 1")
             parents.append(np.repeat(np.arange(size, dtype=np.int64), counts.astype(np.int64)))
             size = int(parents[-1].size)
         return cls(tuple(parents))
 
     @classmethod
-    def from_mappings(cls, levels: Sequence[LevelMapping], *, root: str = "total") -> Hierarchy:
+    def from_mappings(cls, levels: Sequence[LevelMapping], *, root: str = "total") -> HierarchyTree:
         """A labelled hierarchy from one child-label -> parent-label mapping per level below the root.
 
         Nodes of each level are numbered in the mapping's order. Labels are unique across the whole tree.
@@ -194,7 +195,7 @@ class Hierarchy:
                 no child.
 
         Example:
-            >>> h = Hierarchy.from_mappings([[("CA", "US"), ("NV", "US")], {"LA": "CA", "SF": "CA", "Reno": "NV"}],
+            >>> h = HierarchyTree.from_mappings([[("CA", "US"), ("NV", "US")], {"LA": "CA", "SF": "CA", "Reno": "NV"}],
             ...                             root="US")
             >>> h.labels
             (('US',), ('CA', 'NV'), ('LA', 'SF', 'Reno'))
@@ -214,14 +215,14 @@ class Hierarchy:
         for depth, mapping in enumerate(levels, start=1):
             pairs = list(mapping.items()) if isinstance(mapping, Mapping) else list(mapping)
             if not pairs:
-                raise ParameterError(f"Hierarchy: level {depth} (0 nodes) must have at least one node")
+                raise ParameterError(f"HierarchyTree: level {depth} (0 nodes) must have at least one node")
             names: list[str] = []
             indices: list[int] = []
             mapped: dict[str, str | None] = {}
             for child, parent in pairs:
                 if child in mapped:
                     raise ParameterError(
-                        f"Hierarchy: level {depth}: label {child!r} (mapped twice, to {mapped[child]!r} and "
+                        f"HierarchyTree: level {depth}: label {child!r} (mapped twice, to {mapped[child]!r} and "
                         f"{parent!r}) must have exactly one parent"
                     )
                 mapped[child] = parent
@@ -230,16 +231,16 @@ class Hierarchy:
                     level, _ = where[child]
                     if found is not None and child in ancestors(*found):
                         raise ParameterError(
-                            f"Hierarchy: level {depth}: label {child!r} (an ancestor of itself) must not appear "
+                            f"HierarchyTree: level {depth}: label {child!r} (an ancestor of itself) must not appear "
                             f"below itself; the mapping has a cycle"
                         )
                     raise ParameterError(
-                        f"Hierarchy: level {depth}: label {child!r} (already a node of level {level}) must be "
+                        f"HierarchyTree: level {depth}: label {child!r} (already a node of level {level}) must be "
                         "unique; duplicate label"
                     )
                 if found is None or found[0] != depth - 1:
                     raise ParameterError(
-                        f"Hierarchy: level {depth}: parent of {child!r} ({parent!r}) must be a label of level "
+                        f"HierarchyTree: level {depth}: parent of {child!r} ({parent!r}) must be a label of level "
                         f"{depth - 1}; {child!r} has no parent there"
                     )
                 where[child] = (depth, len(names))
@@ -273,7 +274,7 @@ class Hierarchy:
             ParameterError: If ``leaves`` has the wrong length.
 
         Example:
-            >>> [x.tolist() for x in Hierarchy.from_fanouts([2, 2]).aggregate([1, 2, 3, 4])]
+            >>> [x.tolist() for x in HierarchyTree.from_fanouts([2, 2]).aggregate([1, 2, 3, 4])]
             [[10.0], [3.0, 7.0], [1.0, 2.0, 3.0, 4.0]]
         """
         bottom = np.asarray(leaves, dtype=np.float64)
@@ -285,7 +286,7 @@ class Hierarchy:
         return out[::-1]
 
 
-def _family_sums(hierarchy: Hierarchy, level: int, values: FloatArray) -> FloatArray:
+def _family_sums(hierarchy: HierarchyTree, level: int, values: FloatArray) -> FloatArray:
     """For each node of ``level``, the sum of ``values`` over its children (nodes of ``level + 1``)."""
     sums = np.bincount(hierarchy.parents[level], weights=values, minlength=hierarchy.sizes[level])
     return np.asarray(sums, dtype=np.float64)

@@ -108,4 +108,10 @@ def test_cks_inverse_is_feasible_and_nearly_tight():
 
 
 def test_budget_total_zcdp_uses_the_cks_inverse():
-    assert budget_total("zcdp", 1, Fraction(1, 10**9)) == zcdp_from_approx_cks(1, Fraction(1, 10**9))
+    """The declared (epsilon, delta) becomes the largest rho whose CKS conversion stays within epsilon."""
+    delta = Fraction(1, 10**9)
+    rho = budget_total("zcdp", 1, delta)
+    assert rho == zcdp_from_approx_cks(1, delta)
+    back = approx_from_zcdp_cks(rho, delta).epsilon
+    assert back <= 1 and back > Fraction(999_999, 1_000_000)  # safe and tight (what the inverse promises)
+    assert approx_from_zcdp_cks(ZCDPBudget(rho.rho * Fraction(1_000_001, 1_000_000)), delta).epsilon > back

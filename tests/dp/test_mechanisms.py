@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -59,7 +60,10 @@ class TestDiscreteLaplace(MechanismContract):
     def test_scale_search_steps_past_an_overshooting_naive_scale(self):
         # 1 / (1/3) = 3.0 exactly, but for epsilon = 7/10 the naive double 1/0.7 overshoots by an ulp.
         m = DiscreteLaplace(l1_sensitivity=1, budget=PureBudget(Fraction(7, 10)))
-        assert m.scale() > float(Fraction(10, 7)) or Fraction(m.scale()) >= Fraction(10, 7)
+        naive = 1 / 0.7
+        assert m._loss_at(naive) > Fraction(7, 10)  # the naive scale overshoots the budget by OpenDP's map ...
+        assert m.scale() > naive  # ... so the search stepped past it
+        assert m._loss_at(math.nextafter(m.scale(), 0)) > Fraction(7, 10)  # to the first scale that fits
         assert m.privacy_loss().epsilon <= Fraction(7, 10)
 
     def test_rejects_zcdp_budget(self):

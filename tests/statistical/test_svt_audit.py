@@ -47,6 +47,7 @@ the measured values; ``DPRELEASE_AUDIT_RECORD=1`` also writes them to
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -548,10 +549,25 @@ def test_broken_variant_is_caught(name: str) -> None:
         assert min(r["power_failure_log10"] for r in per_pair.values()) <= POWER_FAILURE_MAX_LOG10
 
 
-def test_record_results() -> None:
-    """Writes the measured values when DPRELEASE_AUDIT_RECORD=1 (after the tests above)."""
-    record_results(RESULTS_PATH, {"epsilon": float(EPSILON), "threshold": THRESHOLD, "alpha": ALPHA,
-                                  "n": N, "n_production": N_PRODUCTION, "results": RESULTS})
+def test_record_results(tmp_path, monkeypatch) -> None:
+    """Writes the measured values when DPRELEASE_AUDIT_RECORD=1 (after the tests above), and only then.
+
+    Every audit above left its figures here; none of the sound mechanisms' lower bounds exceeds the
+    booked epsilon (each test asserts it too; this checks the record says the same).
+    """
+    document = {"epsilon": float(EPSILON), "threshold": THRESHOLD, "alpha": ALPHA,
+                "n": N, "n_production": N_PRODUCTION, "results": RESULTS}
+    sound = {k: v for k, v in RESULTS.items() if not k.startswith("broken") and "epsilon_hat" in v
+             and "third of the noise" not in k}
+    assert sound and all(float(v["epsilon_hat"]) <= float(EPSILON) for v in sound.values())
+    target = tmp_path / "svt.json"
+    monkeypatch.delenv("DPRELEASE_AUDIT_RECORD", raising=False)
+    assert record_results(target, document) is False and not target.exists()
+    monkeypatch.setenv("DPRELEASE_AUDIT_RECORD", "1")
+    assert record_results(target, document) is True
+    assert json.loads(target.read_text(encoding="utf-8"))["n"] == N
+    monkeypatch.undo()
+    record_results(RESULTS_PATH, document)  # the real record, when asked for
 
 
 def test_production_scan_is_the_batch_scan() -> None:
