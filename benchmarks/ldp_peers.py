@@ -238,9 +238,9 @@ def _mse(shares: Any, truth: np.ndarray) -> float:
 
 def _dprelease(x: np.ndarray, truth: np.ndarray, epsilon: float, protocol: str, seed: int) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from dp.local.bits import SecureBits, SeededBits
-    from dp.local.estimators import consistent, estimate, exact_variance
-    from dp.local.randomizers import GRR, OLH, OUE, SUE
+    from dprelease.dp.local.bits import SecureBits, SeededBits
+    from dprelease.dp.local.estimators import consistent, estimate, exact_variance
+    from dprelease.dp.local.randomizers import GRR, OLH, OUE, SUE
 
     factory = {"GRR": GRR, "SUE": SUE, "OUE": OUE, "OLH": OLH}[protocol]
     n = x.size
@@ -277,7 +277,7 @@ def _peers(path: Path, epsilons: list[float], seed: int, systems: list[str], tim
 
 def _population(n: int, seed: int) -> np.ndarray:
     sys.path.insert(0, str(ROOT))
-    from dp.local.simulate import population
+    from dprelease.dp.local.simulate import population
 
     return np.asarray(population(n, seed, K), dtype=np.int64)
 
