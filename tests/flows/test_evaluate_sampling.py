@@ -14,6 +14,7 @@ import pytest
 
 import dprelease.tasks.evaluate as evaluate
 from dprelease.quality.risk import exact_match_share
+from dprelease.schemas.spec import load_spec
 from dprelease.tasks.evaluate import secure_order, take_rows
 
 ROOT = Path(__file__).parents[2]
@@ -72,7 +73,7 @@ def _run_evaluation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[di
     internal.mkdir(mode=0o700)
     pq.write_table(synthetic, staging / "synthetic" / "adult.parquet")
     (staging / "audit.json").write_text(json.dumps({"dataset": "adult", "release_id": "r"}))
-    plan = SimpleNamespace(spec_path=str(ADULT / "release.yaml"), seed=7)
+    plan = SimpleNamespace(spec_path=str(ADULT / "release.yaml"), spec=load_spec(ADULT / "release.yaml"), seed=7)
     monkeypatch.setattr(evaluate, "get_run_logger", lambda: logging.getLogger("test"))
     evaluate.evaluate_utility.fn(plan, str(staging), "synthetic/adult.parquet", str(internal))
     return json.loads((internal / "utility.json").read_text()), json.loads((internal / "risk.json").read_text())
