@@ -51,89 +51,11 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     schema = load_schema(schema_path)
     data = _resolve(file.parent / doc["data"])
 
-    definition, epsilon, delta, budget = _budget(f"{where}: budget", doc["budget"])
-    life_def, life_epsilon, life_delta, lifetime = _budget(f"{where}: lifetime_budget", doc["lifetime_budget"])
-    if life_def != definition or life_delta != delta:
-        raise _fail(f"{where}: lifetime_budget", "must use the same definition and delta as budget")
-    if budget.amount > lifetime.amount:
-        raise _fail(f"{where}: budget", "must not exceed lifetime_budget")
-    release_cap: Budget | None = None
-    if doc.get("release_cap") is not None:
-        cap_def, _, cap_delta, release_cap = _budget(f"{where}: release_cap", doc["release_cap"])
-        if cap_def != definition or cap_delta != delta:
-            raise _fail(f"{where}: release_cap", "must use the same definition and delta as budget")
-        if release_cap.amount > lifetime.amount:
-            raise _fail(f"{where}: release_cap", "must not exceed lifetime_budget")
+    definition, epsilon, delta, budget, life_epsilon, lifetime, release_cap = _budgets(where, doc)
+    allocation = _allocation(where, doc["allocation"], schema)
 
-    raw_alloc = doc["allocation"]
-    if not isinstance(raw_alloc, dict):
-        raise _fail(f"{where}: allocation", f"must map stages ({', '.join(STAGES)}) to shares")
-    _keys(f"{where}: allocation", raw_alloc, set(STAGES))
-    allocation: dict[str, Fraction] = {}
-    for stage in STAGES:
-        try:
-            share = to_fraction(raw_alloc.get(stage, 0), f"allocation.{stage}")
-        except ParameterError as err:
-            raise _fail(where, str(err)) from None
-        if share < 0:
-            raise _fail(f"{where}: allocation.{stage}", f"({float(share):g}) must be non-negative")
-        allocation[stage] = share
-    total_share = sum(allocation.values(), Fraction(0))
-    if total_share > 1:
-        raise _fail(f"{where}: allocation", f"shares sum to {float(total_share):.6g}; they must sum to at most 1")
-    if allocation["one_way"] <= 0:
-        raise _fail(f"{where}: allocation.one_way", "must be positive (the row count comes from the 1-way marginals)")
-    needs_bounds = [c.name for c in schema.measured if c.numeric and not c.has_public_bounds]
-    if needs_bounds and allocation["bounds"] <= 0:
-        raise _fail(f"{where}: allocation.bounds", f"must be positive: {needs_bounds[0]} has no public bounds")
-
-    pairs: list[tuple[str, str]] = []
-    raw_pairs = doc.get("two_way")
-    auto = raw_pairs == "auto"
-    cliques = doc.get("cliques")
-    if cliques not in (None, "auto"):
-        raise _fail(f"{where}: cliques", "must be 'auto' (a degree-2 junction tree chosen privately) or absent")
-    auto_cliques = cliques == "auto"
-    root = doc.get("root")
-    clique_bins = doc.get("clique_bins", 8)
-    if auto_cliques:
-        if raw_pairs is not None:
-            raise _fail(f"{where}: two_way", "must be absent with cliques: auto (cliques replace 2-way marginals)")
-        if allocation["selection"] <= 0 or allocation["cliques"] <= 0:
-            raise _fail(f"{where}: allocation", "cliques: auto needs positive selection and cliques shares")
-        if root is not None and (root not in schema.names or schema.column(root).derived):
-            raise _fail(f"{where}: root", f"({root!r}) must be a measured column")
-        if isinstance(clique_bins, bool) or not isinstance(clique_bins, int) or not 2 <= clique_bins <= 64:
-            raise _fail(f"{where}: clique_bins", f"({clique_bins!r}) must be a whole number from 2 to 64")
-    else:
-        for key in ("root", "clique_bins"):
-            if key in doc:
-                raise _fail(f"{where}: {key}", "applies to cliques: auto only")
-        if allocation["cliques"] > 0:
-            raise _fail(f"{where}: allocation.cliques", "must be 0 or absent unless cliques is auto")
-    if auto:
-        raw_pairs = []
-        if allocation["selection"] <= 0 or allocation["two_way"] <= 0:
-            raise _fail(f"{where}: allocation", "two_way: auto needs positive selection and two_way shares")
-    elif allocation["selection"] > 0 and not auto_cliques:
-        raise _fail(f"{where}: allocation.selection", "must be 0 or absent unless two_way or cliques is auto")
-    elif raw_pairs is not None and not isinstance(raw_pairs, list):
-        raise _fail(f"{where}: two_way", "must be 'auto' or a list of column pairs")
-    for i, pair in enumerate(raw_pairs or []):
-        loc = f"{where}: two_way[{i}]"
-        if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
-            raise _fail(loc, "must be a list of two different column names")
-        for name in map(str, pair):
-            if name not in schema.names:
-                raise _fail(loc, f"({name!r}) is not a declared column")
-            if schema.column(name).derived:
-                raise _fail(loc, f"({name!r}) is derived from another column; pair its source instead")
-        columns = (str(pair[0]), str(pair[1]))
-        if columns in pairs or (columns[1], columns[0]) in pairs:
-            raise _fail(loc, "repeats an earlier pair")
-        pairs.append(columns)
-    if pairs and allocation["two_way"] <= 0:
-        raise _fail(f"{where}: allocation.two_way", "must be positive when two_way pairs are listed")
+    auto_cliques, root, clique_bins = _cliques(where, doc, schema, allocation)
+    auto, pairs = _pairs(where, doc.get("two_way"), schema, allocation, auto_cliques)
 
     split = _hierarchy_split(f"{where}: hierarchy_split", doc.get("hierarchy_split"), schema)
     if schema.hierarchies and allocation["hierarchy"] <= 0:
@@ -160,6 +82,110 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         weighting=weighting, auto_pairs=auto, auto_cliques=auto_cliques, root=root, clique_bins=clique_bins,
         dask_address=dask_address, internal=None if internal is None else (file.parent / internal).resolve(),
     )
+
+
+def _budgets(where: str, doc: dict[str, Any]) -> tuple[Definition, Fraction, Fraction, Budget, Fraction, Budget,
+                                                      Budget | None]:
+    """``budget``, ``lifetime_budget`` and ``release_cap``: one definition and delta, caps in order."""
+    definition, epsilon, delta, budget = _budget(f"{where}: budget", doc["budget"])
+    life_def, life_epsilon, life_delta, lifetime = _budget(f"{where}: lifetime_budget", doc["lifetime_budget"])
+    if life_def != definition or life_delta != delta:
+        raise _fail(f"{where}: lifetime_budget", "must use the same definition and delta as budget")
+    if budget.amount > lifetime.amount:
+        raise _fail(f"{where}: budget", "must not exceed lifetime_budget")
+    release_cap: Budget | None = None
+    if doc.get("release_cap") is not None:
+        cap_def, _, cap_delta, release_cap = _budget(f"{where}: release_cap", doc["release_cap"])
+        if cap_def != definition or cap_delta != delta:
+            raise _fail(f"{where}: release_cap", "must use the same definition and delta as budget")
+        if release_cap.amount > lifetime.amount:
+            raise _fail(f"{where}: release_cap", "must not exceed lifetime_budget")
+
+    return definition, epsilon, delta, budget, life_epsilon, lifetime, release_cap
+
+
+def _allocation(where: str, raw_alloc: Any, schema: TableSchema) -> dict[str, Fraction]:
+    """``allocation``: a non-negative exact share per stage, summing to at most 1."""
+    if not isinstance(raw_alloc, dict):
+        raise _fail(f"{where}: allocation", f"must map stages ({', '.join(STAGES)}) to shares")
+    _keys(f"{where}: allocation", raw_alloc, set(STAGES))
+    allocation: dict[str, Fraction] = {}
+    for stage in STAGES:
+        try:
+            share = to_fraction(raw_alloc.get(stage, 0), f"allocation.{stage}")
+        except ParameterError as err:
+            raise _fail(where, str(err)) from None
+        if share < 0:
+            raise _fail(f"{where}: allocation.{stage}", f"({float(share):g}) must be non-negative")
+        allocation[stage] = share
+    total_share = sum(allocation.values(), Fraction(0))
+    if total_share > 1:
+        raise _fail(f"{where}: allocation", f"shares sum to {float(total_share):.6g}; they must sum to at most 1")
+    if allocation["one_way"] <= 0:
+        raise _fail(f"{where}: allocation.one_way", "must be positive (the row count comes from the 1-way marginals)")
+    needs_bounds = [c.name for c in schema.measured if c.numeric and not c.has_public_bounds]
+    if needs_bounds and allocation["bounds"] <= 0:
+        raise _fail(f"{where}: allocation.bounds", f"must be positive: {needs_bounds[0]} has no public bounds")
+
+    return allocation
+
+
+def _cliques(where: str, doc: dict[str, Any], schema: TableSchema,
+             allocation: dict[str, Fraction]) -> tuple[bool, str | None, int]:
+    """``cliques: auto`` with its ``root`` and ``clique_bins``, checked against the allocation."""
+    cliques = doc.get("cliques")
+    if cliques not in (None, "auto"):
+        raise _fail(f"{where}: cliques", "must be 'auto' (a degree-2 junction tree chosen privately) or absent")
+    auto_cliques = cliques == "auto"
+    root = doc.get("root")
+    clique_bins = doc.get("clique_bins", 8)
+    if auto_cliques:
+        if doc.get("two_way") is not None:
+            raise _fail(f"{where}: two_way", "must be absent with cliques: auto (cliques replace 2-way marginals)")
+        if allocation["selection"] <= 0 or allocation["cliques"] <= 0:
+            raise _fail(f"{where}: allocation", "cliques: auto needs positive selection and cliques shares")
+        if root is not None and (root not in schema.names or schema.column(root).derived):
+            raise _fail(f"{where}: root", f"({root!r}) must be a measured column")
+        if isinstance(clique_bins, bool) or not isinstance(clique_bins, int) or not 2 <= clique_bins <= 64:
+            raise _fail(f"{where}: clique_bins", f"({clique_bins!r}) must be a whole number from 2 to 64")
+    else:
+        for key in ("root", "clique_bins"):
+            if key in doc:
+                raise _fail(f"{where}: {key}", "applies to cliques: auto only")
+        if allocation["cliques"] > 0:
+            raise _fail(f"{where}: allocation.cliques", "must be 0 or absent unless cliques is auto")
+    return auto_cliques, root, clique_bins
+
+
+def _pairs(where: str, raw_pairs: Any, schema: TableSchema, allocation: dict[str, Fraction],
+           auto_cliques: bool) -> tuple[bool, list[tuple[str, str]]]:
+    """``two_way``: ``auto`` (chosen privately) or a list of distinct pairs of measured columns."""
+    pairs: list[tuple[str, str]] = []
+    auto = raw_pairs == "auto"
+    if auto:
+        raw_pairs = []
+        if allocation["selection"] <= 0 or allocation["two_way"] <= 0:
+            raise _fail(f"{where}: allocation", "two_way: auto needs positive selection and two_way shares")
+    elif allocation["selection"] > 0 and not auto_cliques:
+        raise _fail(f"{where}: allocation.selection", "must be 0 or absent unless two_way or cliques is auto")
+    elif raw_pairs is not None and not isinstance(raw_pairs, list):
+        raise _fail(f"{where}: two_way", "must be 'auto' or a list of column pairs")
+    for i, pair in enumerate(raw_pairs or []):
+        loc = f"{where}: two_way[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
+            raise _fail(loc, "must be a list of two different column names")
+        for name in map(str, pair):
+            if name not in schema.names:
+                raise _fail(loc, f"({name!r}) is not a declared column")
+            if schema.column(name).derived:
+                raise _fail(loc, f"({name!r}) is derived from another column; pair its source instead")
+        columns = (str(pair[0]), str(pair[1]))
+        if columns in pairs or (columns[1], columns[0]) in pairs:
+            raise _fail(loc, "repeats an earlier pair")
+        pairs.append(columns)
+    if pairs and allocation["two_way"] <= 0:
+        raise _fail(f"{where}: allocation.two_way", "must be positive when two_way pairs are listed")
+    return auto, pairs
 
 
 _DASK_ADDRESS = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s/]+$")
