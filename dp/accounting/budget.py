@@ -49,6 +49,19 @@ def float_at_least(x: Fraction) -> float:
     return f if Fraction(f) >= x else math.nextafter(f, math.inf)
 
 
+def positive_integer(value: object, name: str, owner: str) -> int:
+    """A positive whole number given as an int (a sensitivity, a cutoff), as an int.
+
+    Raises:
+        ParameterError: Naming ``owner`` and ``name``, if the value is not a positive int (bools refused).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ParameterError(f"{owner}: {name} ({value!r}) must be a positive integer")
+    if value <= 0:
+        raise ParameterError(f"{owner}: {name} ({value}) must be positive")
+    return int(value)
+
+
 def positive_number(value: object, name: str, owner: str) -> Fraction:
     """A positive, finite int / Fraction / float as an exact fraction (floats rounded upwards).
 

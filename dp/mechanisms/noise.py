@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget, float_at_least
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget, float_at_least, positive_integer
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, noisy_result
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.random import IntArray, NoiseSource, opendp_gaussian, opendp_laplace
@@ -32,13 +32,6 @@ _MAX_ULP_STEPS = 10_000
 
 
 
-
-def _check_sensitivity(value: object, name: str, owner: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterError(f"{owner}: {name} ({value!r}) must be a positive integer")
-    if value <= 0:
-        raise ParameterError(f"{owner}: {name} ({value}) must be positive")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -62,7 +55,7 @@ class DiscreteLaplace:
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "l1_sensitivity", _check_sensitivity(self.l1_sensitivity, "l1_sensitivity", "DiscreteLaplace")
+            self, "l1_sensitivity", positive_integer(self.l1_sensitivity, "l1_sensitivity", "DiscreteLaplace")
         )
         if not isinstance(self.budget, PureBudget):
             raise ParameterError("DiscreteLaplace: budget must be a PureBudget (epsilon)")
@@ -136,7 +129,7 @@ class DiscreteGaussian:
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "l2_sensitivity", _check_sensitivity(self.l2_sensitivity, "l2_sensitivity", "DiscreteGaussian")
+            self, "l2_sensitivity", positive_integer(self.l2_sensitivity, "l2_sensitivity", "DiscreteGaussian")
         )
         if not isinstance(self.budget, ZCDPBudget):
             raise ParameterError("DiscreteGaussian: budget must be a ZCDPBudget (rho)")

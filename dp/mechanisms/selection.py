@@ -63,6 +63,7 @@ from dprelease.dp.accounting.budget import (
     PureBudget,
     ZCDPBudget,
     float_at_least,
+    positive_integer,
     positive_number,
     zcdp_from_bounded_range,
 )
@@ -85,13 +86,6 @@ _PF_CHUNK = 1 << 22  # doubles per block of the permute-and-flip quadrature
 
 
 
-
-def _positive_integer(value: object, name: str, owner: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterError(f"{owner}: {name} ({value!r}) must be a positive integer")
-    if value <= 0:
-        raise ParameterError(f"{owner}: {name} ({value}) must be positive")
-    return int(value)
 
 
 def _check_budget(budget: object, owner: str) -> None:
@@ -405,7 +399,7 @@ class ReportNoisyMax(ReleasesNoValues):
     name = "report noisy max (discrete Laplace)"
 
     def __post_init__(self) -> None:
-        sensitivity = _positive_integer(self.l1_sensitivity, "l1_sensitivity", "ReportNoisyMax")
+        sensitivity = positive_integer(self.l1_sensitivity, "l1_sensitivity", "ReportNoisyMax")
         object.__setattr__(self, "l1_sensitivity", sensitivity)
         _check_budget(self.budget, "ReportNoisyMax")
         object.__setattr__(self, "_scale", float_at_least(2 * Fraction(sensitivity) / self.budget.epsilon))

@@ -32,7 +32,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import PureBudget, float_at_least
+from dprelease.dp.accounting.budget import PureBudget, float_at_least, positive_integer
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, ReleasesNoValues, noisy_result
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.random import IntArray, NoiseSource
@@ -254,13 +254,6 @@ def _threshold_for_both_noises(query_scale: float, threshold_scale: float, queri
 # Sparse: up to c positive answers (Dwork & Roth, Algorithm 2)
 
 
-def _positive_int(value: object, name: str, owner: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterError(f"{owner}: {name} ({value!r}) must be a positive integer")
-    if value <= 0:
-        raise ParameterError(f"{owner}: {name} ({value}) must be positive")
-    return int(value)
-
 
 def _integer_threshold(threshold: object, owner: str) -> int:
     if isinstance(threshold, bool) or not isinstance(threshold, int | np.integer):
@@ -315,8 +308,8 @@ class Sparse(ReleasesNoValues):
     name = "Sparse (discrete Laplace)"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "l1_sensitivity", _positive_int(self.l1_sensitivity, "l1_sensitivity", "Sparse"))
-        object.__setattr__(self, "cutoff", _positive_int(self.cutoff, "cutoff", "Sparse"))
+        object.__setattr__(self, "l1_sensitivity", positive_integer(self.l1_sensitivity, "l1_sensitivity", "Sparse"))
+        object.__setattr__(self, "cutoff", positive_integer(self.cutoff, "cutoff", "Sparse"))
         if not isinstance(self.budget, PureBudget):
             raise ParameterError("Sparse: budget must be a PureBudget (epsilon)")
         round_budget = PureBudget(self.budget.epsilon / self.cutoff)
