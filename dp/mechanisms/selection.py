@@ -218,7 +218,40 @@ def _log_space_softmax(scores: ScoreArray, scale: float) -> FloatArray:
 
 
 @dataclass(frozen=True)
-class ExponentialMechanism(ReleasesNoValues):
+class _ScoreSelection(ReleasesNoValues):
+    """What the score-based selections share: Δu, epsilon, and a noise scale of 2Δu / epsilon rounded up.
+
+    Attributes:
+        score_sensitivity: Δu, the most any one score can change between neighbours (> 0).
+        budget: The epsilon of one selection.
+    """
+
+    score_sensitivity: Fraction | int
+    budget: PureBudget
+    _scale: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        sensitivity = positive_number(self.score_sensitivity, "score_sensitivity", owner)
+        object.__setattr__(self, "score_sensitivity", sensitivity)
+        _check_budget(self.budget, owner)
+        object.__setattr__(self, "_scale", float_at_least(2 * sensitivity / self.budget.epsilon))
+
+    def scale(self) -> float:
+        """The noise scale actually used (Gumbel scale, or the exponential noise's mean), >= 2Δu / epsilon."""
+        return self._scale
+
+    def privacy_loss(self) -> PureBudget:
+        """The loss epsilon = 2Δu / scale, exactly; never above the budget."""
+        return PureBudget(2 * Fraction(self.score_sensitivity) / Fraction(self._scale))
+
+    def sensitivity_text(self) -> str:
+        """The declared per-score sensitivity, for the ledger."""
+        return f"score sensitivity={self.score_sensitivity}"
+
+
+@dataclass(frozen=True)
+class ExponentialMechanism(_ScoreSelection):
     """Selects index i with probability ∝ exp(epsilon u_i / (2 score_sensitivity)).
 
     Privacy: epsilon-DP with epsilon = 2 score_sensitivity / scale, for neighbouring inputs whose
@@ -232,25 +265,7 @@ class ExponentialMechanism(ReleasesNoValues):
         budget: The epsilon of one selection.
     """
 
-    score_sensitivity: Fraction | int
-    budget: PureBudget
-    _scale: float = field(init=False, repr=False, compare=False)
-
     name = "exponential mechanism (Gumbel report-noisy-max)"
-
-    def __post_init__(self) -> None:
-        sensitivity = positive_number(self.score_sensitivity, "score_sensitivity", "ExponentialMechanism")
-        object.__setattr__(self, "score_sensitivity", sensitivity)
-        _check_budget(self.budget, "ExponentialMechanism")
-        object.__setattr__(self, "_scale", float_at_least(2 * sensitivity / self.budget.epsilon))
-
-    def scale(self) -> float:
-        """The Gumbel noise scale actually used, >= 2Δu / epsilon."""
-        return self._scale
-
-    def privacy_loss(self) -> PureBudget:
-        """The loss epsilon = 2Δu / scale, exactly; never above the budget."""
-        return PureBudget(2 * Fraction(self.score_sensitivity) / Fraction(self._scale))
 
     def zcdp_loss(self) -> ZCDPBudget:
         """The loss a zCDP ledger books: epsilon²/8 for epsilon = :meth:`privacy_loss`, exactly.
@@ -260,10 +275,6 @@ class ExponentialMechanism(ReleasesNoValues):
         (Durfee & Rogers 2019; Cesar & Rogers 2021, Lemma 3.2): ``docs/proofs/exponential_bounded_range.md``.
         """
         return zcdp_from_bounded_range(self.privacy_loss())
-
-    def sensitivity_text(self) -> str:
-        """The declared per-score sensitivity, for the ledger."""
-        return f"score sensitivity={self.score_sensitivity}"
 
     def probabilities(self, scores: object) -> FloatArray:
         """The exact selection probabilities at :meth:`scale`, computed in log space (for tests and reports).
@@ -286,7 +297,7 @@ class ExponentialMechanism(ReleasesNoValues):
 
 
 @dataclass(frozen=True)
-class PermuteAndFlip(ReleasesNoValues):
+class PermuteAndFlip(_ScoreSelection):
     """Permute-and-flip: selects a candidate with P(i) = p_i ∫₀¹ ∏_{j≠i} (1 - t p_j) dt.
 
     Here p_j = exp((u_j - max_k u_k) / scale) is the probability that candidate j, when visited,
@@ -305,29 +316,7 @@ class PermuteAndFlip(ReleasesNoValues):
         budget: The epsilon of one selection.
     """
 
-    score_sensitivity: Fraction | int
-    budget: PureBudget
-    _scale: float = field(init=False, repr=False, compare=False)
-
     name = "permute-and-flip (exponential report-noisy-max)"
-
-    def __post_init__(self) -> None:
-        sensitivity = positive_number(self.score_sensitivity, "score_sensitivity", "PermuteAndFlip")
-        object.__setattr__(self, "score_sensitivity", sensitivity)
-        _check_budget(self.budget, "PermuteAndFlip")
-        object.__setattr__(self, "_scale", float_at_least(2 * sensitivity / self.budget.epsilon))
-
-    def scale(self) -> float:
-        """The exponential noise scale (its mean) actually used, >= 2Δu / epsilon."""
-        return self._scale
-
-    def privacy_loss(self) -> PureBudget:
-        """The loss epsilon = 2Δu / scale, exactly; never above the budget."""
-        return PureBudget(2 * Fraction(self.score_sensitivity) / Fraction(self._scale))
-
-    def sensitivity_text(self) -> str:
-        """The declared per-score sensitivity, for the ledger."""
-        return f"score sensitivity={self.score_sensitivity}"
 
     def probabilities(self, scores: object) -> FloatArray:
         """The exact selection probabilities at :meth:`scale` (for tests and reports).
