@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -27,8 +28,15 @@ def test_python_m_dprelease_prints_the_version_and_the_commit():
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel ``pip install .`` would install, built from this checkout."""
     folder = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--disable-pip-version-check",
-                    "-w", str(folder), str(ROOT)], check=True, capture_output=True, timeout=600)
+    leftovers = [ROOT / "build", ROOT / "dprelease.egg-info"]
+    before = {path for path in leftovers if path.exists()}
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--disable-pip-version-check",
+                        "-w", str(folder), str(ROOT)], check=True, capture_output=True, timeout=600)
+    finally:  # setuptools builds in the checkout: leave it as it was
+        for path in leftovers:
+            if path not in before:
+                shutil.rmtree(path, ignore_errors=True)
     (built,) = folder.glob("dprelease-*.whl")
     return built
 

@@ -48,6 +48,7 @@ def test_one_extreme_row_does_not_decide_publication(prefect_harness, tmp_path, 
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # 30 s on 2 cores; test_one_extreme_row_does_not_decide_publication covers the default run
 def test_columns_full_of_labels_outside_their_domain_publish_in_bounded_memory(prefect_harness, tmp_path):
     """Every value of three category columns is a fresh label: dense joint counts would need ~10¹¹ cells."""
     table = pq.read_table(ADULT / "adult.parquet").slice(0, 5000)

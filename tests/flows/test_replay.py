@@ -80,10 +80,10 @@ def test_rerun_of_a_published_release_replays_byte_identical_files(prefect_harne
 
 @pytest.mark.parametrize(
     ("stage", "target"),
-    [
-        ("measure", "dprelease.flows.release.estimate_model"),
-        ("estimate", "dprelease.flows.release.sample_synthetic"),
-        ("sample", "dprelease.flows.release.write_report"),
+    [  # one stage by default (the last, the publishing rename); every stage with -m slow
+        pytest.param("measure", "dprelease.flows.release.estimate_model", marks=pytest.mark.slow),
+        pytest.param("estimate", "dprelease.flows.release.sample_synthetic", marks=pytest.mark.slow),
+        pytest.param("sample", "dprelease.flows.release.write_report", marks=pytest.mark.slow),
         ("publish", "dprelease.tasks.publish.os.rename"),
     ],
 )
