@@ -270,12 +270,10 @@ class NoisyMoments:
         return out
 
     def _mean(self, n: FloatArray, s: FloatArray) -> FloatArray:
-        mean = self.grid.centre + self.grid.step * s / n
-        return np.asarray(np.clip(mean, self.grid.bounds.lower, self.grid.bounds.upper), dtype=np.float64)
+        return clipped_mean(self.grid, n, s)
 
     def _variance(self, n: FloatArray, s: FloatArray, q: FloatArray) -> FloatArray:
-        variance = self.grid.step**2 * (q / n - (s / n) ** 2)
-        return np.asarray(np.clip(variance, 0.0, self._max_variance()), dtype=np.float64)
+        return clipped_variance(self.grid, n, s, q)
 
     def _max_variance(self) -> float:
         return (self.grid.bounds.upper - self.grid.bounds.lower) ** 2 / 4
@@ -284,6 +282,21 @@ class NoisyMoments:
         missing = [name for name in names if name not in self.noisy]
         if missing:
             raise ParameterError(f"{self.column}: the statistic needs {missing}, which got no budget (weights)")
+
+
+def clipped_mean(grid: Grid, n: npt.ArrayLike, s: npt.ArrayLike) -> FloatArray:
+    """The mean centre + step·S/max(n, 1), clipped to the bounds (vectorised post-processing of noisy n and S)."""
+    count = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    mean = grid.centre + grid.step * np.asarray(s, dtype=np.float64) / count
+    return np.asarray(np.clip(mean, grid.bounds.lower, grid.bounds.upper), dtype=np.float64)
+
+
+def clipped_variance(grid: Grid, n: npt.ArrayLike, s: npt.ArrayLike, q: npt.ArrayLike) -> FloatArray:
+    """step²·(Q/n − (S/n)²) with n >= 1, clipped to [0, (upper − lower)²/4] (vectorised post-processing)."""
+    count = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    mean_code = np.asarray(s, dtype=np.float64) / count
+    variance = grid.step**2 * (np.asarray(q, dtype=np.float64) / count - mean_code**2)
+    return np.asarray(np.clip(variance, 0.0, (grid.bounds.upper - grid.bounds.lower) ** 2 / 4), dtype=np.float64)
 
 
 def measure_moments(
@@ -326,4 +339,5 @@ def measure_moments(
     return NoisyMoments(column, mechanism.grid, mechanism, MappingProxyType(noisy), tuple(records), seed)
 
 
-__all__ = ["ClipBounds", "ClippingReport", "Estimate", "Grid", "MomentsMechanism", "NoisyMoments", "measure_moments"]
+__all__ = ["ClipBounds", "ClippingReport", "Estimate", "Grid", "MomentsMechanism", "NoisyMoments", "clipped_mean",
+           "clipped_variance", "measure_moments"]
