@@ -29,8 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dprelease.dp.accounting.budget import PureBudget
+from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.measurement.bounds import DiscoveredBounds
+from dprelease.dp.measurement.bounds import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
 from dprelease.dp.mechanisms.random import IntArray
 
 FloatArray = npt.NDArray[np.float64]
@@ -78,6 +80,32 @@ class ClipBounds:
     def from_discovered(cls, bounds: DiscoveredBounds) -> ClipBounds:
         """The bounds found by :func:`dp.measurement.bounds.discover_bounds` (already booked)."""
         return cls(bounds.lower, bounds.upper, "svt")
+
+
+def svt_bounds(
+    values: npt.ArrayLike,
+    column: str,
+    search_range: tuple[float, float],
+    run_budget: PureBudget,
+    context: ReleaseContext,
+    *,
+    contributions: int = 1,
+    stage: str = "bounds",
+) -> tuple[ClipBounds, DiscoveredBounds]:
+    """Clip bounds found by the book's SVT discovery (:func:`dp.measurement.bounds.discover_bounds`), booked.
+
+    Two monotone AboveThreshold runs of ``run_budget`` each over the geometric grid of the public
+    ``search_range`` (the column costs 2 × ``run_budget``); replayed on a re-run like every charge.
+
+    Returns:
+        The clip bounds (source ``svt``) and the discovery's record (which runs fired).
+    """
+    low, high = search_range
+    grid = geometric_grid(low, high)
+    counts = tail_counts(np.asarray(values, dtype=np.float64), grid)
+    found = discover_bounds(column, counts, grid, run_budget, context,
+                            sensitivity=positive_int(contributions, "contributions", "svt_bounds"), stage=stage)
+    return ClipBounds.from_discovered(found), found
 
 
 @dataclass(frozen=True)

@@ -166,3 +166,16 @@ def test_clipping_flag_follows_the_noisy_counts(context):
     assert share is not None and share[1] == pytest.approx(0.8, abs=0.05)
     inside = measure_moments(np.full(500, 5.0), m, context, column="b", seed=0)
     assert inside.clipping().flagged is False
+
+
+def test_svt_bounds_are_booked_and_feed_the_moments(context):
+    from dprelease.dp.statistics.clipping import svt_bounds
+
+    values = np.random.default_rng(3).gamma(2.0, 10.0, 5000)
+    bounds, found = svt_bounds(values, "stay", (0.0, 4096.0), PureBudget(Fraction(1, 2)), context)
+    assert bounds.source == "svt" and bounds.lower == found.lower and bounds.upper == found.upper
+    assert 32 <= bounds.upper <= 256
+    assert [c.stage for c in context.ledger.charges(release_id="r1")] == ["bounds", "bounds"]
+    m = MomentsMechanism(Grid(bounds), PureBudget(Fraction(1)))
+    noisy = measure_moments(values, m, context, column="stay", seed=0)
+    assert abs(noisy.mean().estimate - values.mean()) < 2
