@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dprelease.dp.accounting.budget import PureBudget  # noqa: F401  (doctest)
+from dprelease.dp.errors import InternalError
 from dprelease.dp.mechanisms.noise import DiscreteGaussian, DiscreteLaplace, Mechanism
 
 FloatArray = npt.NDArray[np.float64]
@@ -39,7 +40,7 @@ def noise_draws(mechanism: Mechanism, size: int, rng: np.random.Generator) -> Fl
         draws = rng.geometric(p, size) - rng.geometric(p, size)  # post-processing: public scale, no row
         return np.asarray(draws, dtype=np.float64)
     if not isinstance(mechanism, DiscreteGaussian):  # pragma: no cover - Mechanism is a closed union
-        raise TypeError("noise_draws: an additive mechanism is required")
+        raise InternalError("noise_draws: an additive mechanism is required; this is a bug")
     sigma = mechanism.sigma()
     if sigma > _TABULATED_SIGMA:
         return np.asarray(np.rint(rng.normal(0.0, sigma, size)), dtype=np.float64)  # post-processing
