@@ -37,12 +37,12 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget, positive_integer
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.noise import Mechanism, additive_mechanism, measure
 from dprelease.dp.mechanisms.random import IntArray
-from dprelease.dp.statistics.clipping import DEFAULT_HALF_STEPS, ClipBounds, Grid, positive_int
+from dprelease.dp.statistics.clipping import DEFAULT_HALF_STEPS, ClipBounds, Grid
 
 FloatArray = npt.NDArray[np.float64]
 Function = Callable[[FloatArray], float]
@@ -100,14 +100,14 @@ class SampleAndAggregate:
         owner = "SampleAndAggregate"
         if self.function not in REGISTERED:
             raise ParameterError(f"{owner}: function ({self.function!r}) must be registered: {sorted(REGISTERED)}")
-        object.__setattr__(self, "chunks", positive_int(self.chunks, "chunks", owner))
+        object.__setattr__(self, "chunks", positive_integer(self.chunks, "chunks", owner))
         if self.chunks < 2:
             raise ParameterError(f"{owner}: chunks ({self.chunks}) must be at least 2")
         if not isinstance(self.output_range, ClipBounds):
             raise ParameterError(f"{owner}: output_range must be a ClipBounds")
         if not isinstance(self.budget, PureBudget | ZCDPBudget):
             raise ParameterError(f"{owner}: budget must be a PureBudget or a ZCDPBudget")
-        object.__setattr__(self, "contributions", positive_int(self.contributions, "contributions", owner))
+        object.__setattr__(self, "contributions", positive_integer(self.contributions, "contributions", owner))
         grid = Grid(self.output_range, self.half_steps)
         object.__setattr__(self, "_grid", grid)
         sensitivity = 2 * grid.half_steps * self.contributions

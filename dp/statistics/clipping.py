@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import PureBudget
+from dprelease.dp.accounting.budget import PureBudget, positive_integer
 from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.bounds import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
@@ -38,15 +38,6 @@ from dprelease.dp.mechanisms.random import IntArray
 FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_HALF_STEPS = 1024
-
-
-def positive_int(value: object, name: str, owner: str) -> int:
-    """A positive integer setting (booleans refused), or a :class:`ParameterError` naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ParameterError(f"{owner}: {name} ({value!r}) must be a positive integer")
-    if value <= 0:
-        raise ParameterError(f"{owner}: {name} ({value}) must be positive")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -104,7 +95,7 @@ def svt_bounds(
     grid = geometric_grid(low, high)
     counts = tail_counts(np.asarray(values, dtype=np.float64), grid)
     found = discover_bounds(column, counts, grid, run_budget, context,
-                            sensitivity=positive_int(contributions, "contributions", "svt_bounds"), stage=stage)
+                            sensitivity=positive_integer(contributions, "contributions", "svt_bounds"), stage=stage)
     return ClipBounds.from_discovered(found), found
 
 
@@ -123,7 +114,7 @@ class Grid:
     def __post_init__(self) -> None:
         if not isinstance(self.bounds, ClipBounds):
             raise ParameterError("Grid: bounds must be a ClipBounds")
-        object.__setattr__(self, "half_steps", positive_int(self.half_steps, "half_steps", "Grid"))
+        object.__setattr__(self, "half_steps", positive_integer(self.half_steps, "half_steps", "Grid"))
         if self.half_steps > 2**20:
             raise ParameterError(f"Grid: half_steps ({self.half_steps}) must be at most 2**20; sums of squares "
                                  "must fit in 64-bit integers")

@@ -45,12 +45,12 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget, positive_integer
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import InternalError, ParameterError
 from dprelease.dp.mechanisms.noise import Mechanism, additive_mechanism, measure
 from dprelease.dp.mechanisms.random import synthetic_generator
-from dprelease.dp.statistics.clipping import ClipBounds, Grid, positive_int
+from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.simulate import SIMULATIONS, basic_interval, noise_draws
 
 FloatArray = npt.NDArray[np.float64]
@@ -87,7 +87,7 @@ class MomentsMechanism:
         unknown = set(self.weights) - set(QUERIES)
         if unknown:
             raise ParameterError(f"{owner}: weights ({sorted(unknown)}) must name only {list(QUERIES)}")
-        object.__setattr__(self, "contributions", positive_int(self.contributions, "contributions", owner))
+        object.__setattr__(self, "contributions", positive_integer(self.contributions, "contributions", owner))
         weights = {name: self.weights.get(name, 0) for name in QUERIES}
         if not weights["count"]:
             raise ParameterError(f"{owner}: weights.count must be positive; every statistic divides by the count")

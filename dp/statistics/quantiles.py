@@ -54,12 +54,18 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget, bounded_range_from_zcdp_share, to_fraction
+from dprelease.dp.accounting.budget import (
+    PureBudget,
+    ZCDPBudget,
+    bounded_range_from_zcdp_share,
+    positive_integer,
+    to_fraction,
+)
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, noisy_result
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.random import IntArray, NoiseSource
 from dprelease.dp.mechanisms.selection import ExponentialMechanism, SelectionNoise
-from dprelease.dp.statistics.clipping import ClipBounds, Grid, positive_int
+from dprelease.dp.statistics.clipping import ClipBounds, Grid
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -172,7 +178,7 @@ class QuantileMechanism:
         if not isinstance(self.grid, Grid):
             raise ParameterError(f"{owner}: grid must be a Grid")
         object.__setattr__(self, "quantile", check_quantile(self.quantile, f"{owner}: quantile"))
-        object.__setattr__(self, "contributions", positive_int(self.contributions, "contributions", owner))
+        object.__setattr__(self, "contributions", positive_integer(self.contributions, "contributions", owner))
         if isinstance(self.budget, ZCDPBudget):
             epsilon = bounded_range_from_zcdp_share(self.budget)
         elif isinstance(self.budget, PureBudget):
