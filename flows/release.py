@@ -33,6 +33,7 @@ from dprelease.tasks.staging import (
     verify_release,
     write_internal,
 )
+from dprelease.tasks.stats import measure_statistics
 from dprelease.tasks.synthesize import estimate_model, sample_synthetic
 from dprelease.tasks.validate import validate_table
 
@@ -114,10 +115,11 @@ def _run(spec_path: str, out_dir: Path, ledger_path: str, rid: str, loaded: Rele
             inspect_table(plan)
             validate_table(plan, str(steward))
             bounds = find_bounds(plan, ledger_path)
+            statistics = measure_statistics(plan, bounds, ledger_path, str(staging)) if plan.statistics else []
             measured = measure_marginals(plan, bounds, ledger_path, str(steward), dask)
             estimate = estimate_model(plan, bounds, measured)
             synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"])
-            write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging))
+            write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging), statistics)
             target = publish_release(plan, str(staging), str(out_dir), ledger_path)
         except BaseException:
             abort_release(rid, staging, ledger_path)

@@ -27,7 +27,7 @@ from dprelease.dp.errors import DPReleaseError
 from dprelease.dp.measurement.marginals import Binning
 
 ColumnType = Literal["int", "float", "category"]
-STAGES = ("bounds", "one_way", "selection", "two_way", "cliques", "hierarchy")
+STAGES = ("bounds", "one_way", "selection", "two_way", "cliques", "hierarchy", "stats")
 _NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")  # \Z: "a\n" is not a name
 MAX_CELLS = 1_000_000
 
@@ -177,6 +177,25 @@ class TableSchema:
         return tuple(c for c in self.columns if not c.derived)
 
 
+STATISTICS = ("count", "sum", "mean", "variance", "std", "median", "quantiles")
+"""The summary statistics a spec may ask for (``stats:``)."""
+
+
+@dataclass(frozen=True)
+class StatisticsRequest:
+    """One column's summary statistics (``stats:`` in a spec).
+
+    Attributes:
+        column: A measured numeric column.
+        statistics: Which of :data:`STATISTICS` (``count`` is always measured: every statistic divides by it).
+        quantiles: The quantile levels, in (0, 1), increasing (``median`` adds 1/2).
+    """
+
+    column: str
+    statistics: tuple[str, ...]
+    quantiles: tuple[Fraction, ...] = ()
+
+
 @dataclass(frozen=True)
 class ReleaseSpec:
     """One release: dataset, inputs, budget, allocation and measurement plan.
@@ -213,6 +232,7 @@ class ReleaseSpec:
         dask_address: ``dask: {address: ...}``: the scheduler of an existing Dask cluster on which
             the counting map runs (the reduce and the noise stay in the flow), or None (in process).
         internal: ``internal:``: the steward-only root (relative to the spec file), or None for the default.
+        stats: ``stats:``: the numeric columns whose summary statistics the release publishes (stage ``stats``).
     """
 
     dataset: str
@@ -238,6 +258,7 @@ class ReleaseSpec:
     clique_bins: int = 8
     dask_address: str | None = None
     internal: Path | None = None
+    stats: tuple[StatisticsRequest, ...] = ()
 
 
 __all__ = [

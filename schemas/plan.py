@@ -87,6 +87,29 @@ class PlannedSelection:
 
 
 @dataclass(frozen=True)
+class PlannedStatistics:
+    """One column's summary statistics: its share of the ``stats`` stage, split between moments and quantiles.
+
+    Attributes:
+        column: The column.
+        statistics: What is published (``count`` always).
+        quantiles: The quantile levels (``median`` included as 1/2).
+        moments_budget: The budget of count, sum and sum of squares (the additive mechanism).
+        quantiles_budget: The budget of all quantiles (the exponential mechanism), or None without any.
+        lower: The public lower clipping bound from the schema, or None (the bounds stage finds it).
+        upper: The public upper clipping bound, or None.
+    """
+
+    column: str
+    statistics: tuple[str, ...]
+    quantiles: tuple[Fraction, ...]
+    moments_budget: Budget
+    quantiles_budget: Budget | None
+    lower: float | None
+    upper: float | None
+
+
+@dataclass(frozen=True)
 class ReleasePlan:
     """Everything a release will spend, decided before any data is read (public).
 
@@ -121,6 +144,8 @@ class ReleasePlan:
     spec: ReleaseSpec
     selection: PlannedSelection | None = None
     cliques: PlannedCliques | None = None
+    statistics: tuple[PlannedStatistics, ...] = ()
+    """``stats:``: every summarised column's plan (stage ``stats``)."""
     spent_share: Fraction = Fraction(1)
     """The reserved total as a fraction of the declared budget (below 1 when shares sum below 1 or a stage
     has nothing to spend on: the rest stays in the lifetime budget)."""
@@ -149,6 +174,10 @@ class ReleasePlan:
                        f"{len(self.selection.candidates)} candidate pairs")
             two_way = float(self.selection.two_way.amount)
             out.append(f"    two_way: the chosen pairs, {unit}={two_way:.6g} split by size")
+        for st in self.statistics:
+            spent = st.moments_budget.amount + (st.quantiles_budget.amount if st.quantiles_budget else 0)
+            levels = f"; quantiles {', '.join(f'{float(q):g}' for q in st.quantiles)}" if st.quantiles else ""
+            out.append(f"    stats: {st.column} ({', '.join(st.statistics)}{levels}), {unit}={float(spent):.6g}")
         if self.cliques is not None:
             c = self.cliques
             tree_epsilon = float(c.tree_budget.epsilon)
@@ -219,6 +248,8 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
             continue
         if name == "hierarchy" and not spec.schema.hierarchies:
             continue
+        if name == "stats" and not spec.stats:
+            continue
         stages[name] = budget
     # The declared shares are fractions of the release budget; an unused share is not spent.
     total_amount = sum((b.amount for b in stages.values()), Fraction(0))
@@ -268,8 +299,26 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=tuple(bounds),
         measurements=tuple(measurements), seed=seed, spec=spec, selection=selection, cliques=cliques,
+        statistics=_plan_statistics(spec, stages),
         spent_share=total_amount / spec.budget.amount,
     )
+
+
+
+def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]) -> tuple[PlannedStatistics, ...]:
+    """The ``stats`` stage split equally over its columns; a column's share halved between moments and quantiles."""
+    if not spec.stats:
+        return ()
+    per_column = _share(stages["stats"], len(spec.stats))
+    out = []
+    for request in spec.stats:
+        column = spec.schema.column(request.column)
+        moments, quantiles = (_share(per_column, 2), _share(per_column, 2)) if request.quantiles else (per_column, None)
+        public = column.has_public_bounds
+        out.append(PlannedStatistics(request.column, ("count", *(s for s in request.statistics if s != "count")),
+                                     request.quantiles, moments, quantiles, column.min if public else None,
+                                     column.max if public else None))
+    return tuple(out)
 
 
 def _plan_cliques(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedCliques:

@@ -16,7 +16,7 @@ from dprelease.dp.accounting.budget import (
 )
 from dprelease.dp.errors import ParameterError
 from dprelease.schemas.identifiers import short
-from dprelease.schemas.model import _NAME, STAGES, ReleaseSpec, TableSchema, _fail
+from dprelease.schemas.model import _NAME, STAGES, STATISTICS, ReleaseSpec, StatisticsRequest, TableSchema, _fail
 from dprelease.schemas.reading import _keys, _load_yaml, _resolve
 from dprelease.schemas.table import load_schema
 
@@ -39,7 +39,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     where = str(file)
     _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "release_cap", "allocation",
                        "two_way", "cliques", "root", "clique_bins", "hierarchy_split", "weighting", "seed",
-                       "description", "dask", "internal"},
+                       "description", "dask", "internal", "stats"},
           {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
     dataset = doc["dataset"]
     if not isinstance(dataset, str) or not _NAME.match(dataset):
@@ -64,6 +64,12 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     if not schema.hierarchies and allocation["hierarchy"] > 0:
         raise _fail(f"{where}: allocation.hierarchy", "must be 0 or absent: the schema declares no hierarchy")
 
+    stats = _stats(f"{where}: stats", doc.get("stats"), schema)
+    if stats and allocation["stats"] <= 0:
+        raise _fail(f"{where}: allocation.stats", "must be positive when stats are asked for")
+    if not stats and allocation["stats"] > 0:
+        raise _fail(f"{where}: allocation.stats", "must be 0 or absent without stats")
+
     weighting = doc.get("weighting", "cells")
     if weighting not in ("cells", "balanced", "equal"):
         raise _fail(f"{where}: weighting", f"({weighting!r}) must be 'cells', 'balanced' or 'equal'")
@@ -81,6 +87,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path, hierarchy_split=split,
         weighting=weighting, auto_pairs=auto, auto_cliques=auto_cliques, root=root, clique_bins=clique_bins,
         dask_address=dask_address, internal=None if internal is None else (file.parent / internal).resolve(),
+        stats=stats,
     )
 
 
@@ -186,6 +193,53 @@ def _pairs(where: str, raw_pairs: Any, schema: TableSchema, allocation: dict[str
     if pairs and allocation["two_way"] <= 0:
         raise _fail(f"{where}: allocation.two_way", "must be positive when two_way pairs are listed")
     return auto, pairs
+
+
+
+def _stats(where: str, raw: Any, schema: TableSchema) -> tuple[StatisticsRequest, ...]:
+    """``stats:``: a list of ``{column, statistics: [...], quantiles: [...]}`` over measured numeric columns."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise _fail(where, "must be a non-empty list of {column, statistics, quantiles}")
+    if schema.privacy_unit.id_column:
+        raise _fail(where, "is not available yet with privacy_unit.id_column (contribution bounding per statistic)")
+    out: list[StatisticsRequest] = []
+    for i, item in enumerate(raw):
+        loc = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            raise _fail(loc, "must be a mapping with column and statistics")
+        _keys(loc, item, {"column", "statistics", "quantiles"}, {"column", "statistics"})
+        column = item["column"]
+        if not isinstance(column, str) or column not in schema.names:
+            raise _fail(f"{loc}.column", f"({column!r}) is not a declared column")
+        declared = schema.column(column)
+        if not declared.numeric or declared.derived:
+            raise _fail(f"{loc}.column", f"({column!r}) must be a measured numeric column")
+        if any(request.column == column for request in out):
+            raise _fail(f"{loc}.column", f"({column!r}) is listed twice")
+        wanted = item["statistics"]
+        if not isinstance(wanted, list) or not wanted or not all(isinstance(w, str) for w in wanted):
+            raise _fail(f"{loc}.statistics", f"must be a non-empty list of {', '.join(STATISTICS)}")
+        unknown = [w for w in wanted if w not in STATISTICS]
+        if unknown:
+            raise _fail(f"{loc}.statistics", f"({unknown[0]!r}) must be one of {', '.join(STATISTICS)}")
+        levels: list[Fraction] = []
+        raw_levels = item.get("quantiles")
+        if ("quantiles" in wanted) != (raw_levels is not None):
+            raise _fail(f"{loc}.quantiles", "must be given exactly when statistics lists quantiles")
+        if raw_levels is not None:
+            if not isinstance(raw_levels, list) or not raw_levels:
+                raise _fail(f"{loc}.quantiles", "must be a non-empty list of levels in (0, 1)")
+            for level in raw_levels:
+                if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
+                    raise _fail(f"{loc}.quantiles", f"({level!r}) must be a number strictly between 0 and 1")
+                levels.append(Fraction(repr(float(level))))
+        if "median" in wanted:
+            levels.append(Fraction(1, 2))
+        levels = sorted(set(levels))
+        out.append(StatisticsRequest(column, tuple(dict.fromkeys(wanted)), tuple(levels)))
+    return tuple(out)
 
 
 _DASK_ADDRESS = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s/]+$")

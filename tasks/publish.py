@@ -12,6 +12,7 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 import dprelease
+from dprelease.dp.accounting.charges import MeasurementRecord
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.accounting.ledger_rows import LedgerStatus
 from dprelease.dp.accounting.processes import fault_point
@@ -57,12 +58,16 @@ def write_report(
     measured: Measured,
     synthesis: SynthesisResult,
     staging: str,
+    statistics: list[MeasurementRecord] | None = None,
 ) -> None:
-    """Render ``audit.json``, ``audit.md`` and ``audit.html`` from the plan, the ledger and the DP outputs."""
+    """Render ``audit.json``, ``audit.md`` and ``audit.html`` from the plan, the ledger and the DP outputs.
+
+    ``statistics`` are the records of the summary statistics (``stats:``), listed after the synthesis's.
+    """
     spec = plan.spec
     with Ledger.open(Path(ledger_path)) as ledger:
         charges = ledger.charges(release_id=plan.release_id)
-    measurements = [m for b in bounds for m in b.measurements] + measured.records()
+    measurements = [m for b in bounds for m in b.measurements] + measured.records() + list(statistics or [])
     audit = build_audit(
         plan=plan, spec=spec, schema_sha256=file_sha256(spec.schema_path), charges=charges, before=before,
         measurements=measurements,

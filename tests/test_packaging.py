@@ -63,7 +63,8 @@ def test_an_installed_package_knows_its_commit_without_git(wheel: Path, tmp_path
         assert head.stdout.strip() in stamped
     # The installed copy alone (the checkout taken off the path), run from a folder that is not a checkout.
     generic = ("dp", "schemas", "quality", "reports", "tasks", "flows", "teaching")
-    code = (f"import sys; sys.path[:] = [p for p in sys.path if p not in ('', {str(ROOT)!r})]; "
+    code = ("import os, sys; sys.path[:] = [p for p in sys.path "
+            "if not os.path.exists(os.path.join(p or '.', 'dprelease', '__init__.py'))]; "
             f"sys.path.insert(0, {str(site)!r}); "
             f"import dprelease, dprelease.flows.cli as cli; assert dprelease.__file__.startswith({str(site)!r}); "
             "print(dprelease.commit()); "

@@ -20,6 +20,7 @@ import decimal
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
 
@@ -29,6 +30,8 @@ from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.random import IntArray, NoiseSource, opendp_gaussian, opendp_laplace
 
 _MAX_ULP_STEPS = 10_000
+EXACT_CI_SIGMA = 1000.0
+"""Above this sigma, the discrete Gaussian's 95 % half-width is bounded through the continuous one."""
 
 
 
@@ -169,8 +172,19 @@ class DiscreteGaussian:
         return self._sigma
 
     def ci95_halfwidth(self) -> int:
-        """An integer h with P(|noise| <= h) >= 0.95 (exact sum over the support)."""
+        """An integer h with P(|noise| <= h) >= 0.95.
+
+        Up to sigma = :data:`EXACT_CI_SIGMA`: the smallest such h, by an exact sum over the support.
+        Above it (a sum of squares' sensitivity makes sigma huge), a bound from the continuous Gaussian:
+        with rho(x) = exp(-x²/2σ²) decreasing on x >= 0, the tail sum over z > h is at most the integral
+        of rho from h, and the normaliser is at least that integral over the line minus 1, so
+        P(|noise| > h) <= 2 Q(h/σ) F with F = σ√(2π) / (σ√(2π) - 1); h is chosen so that this is <= 0.05.
+        """
         sigma = self._sigma
+        if sigma > EXACT_CI_SIGMA:
+            root = sigma * math.sqrt(2 * math.pi)
+            tail = 0.025 * (1 - 1 / root)  # Q(h/σ) <= 0.025 / F
+            return math.ceil(sigma * NormalDist().inv_cdf(1 - tail)) + 1  # + 1: float rounding, on the safe side
         radius = math.ceil(12 * sigma) + 2
         z = np.arange(-radius, radius + 1, dtype=np.float64)
         weights = np.exp(-(z**2) / (2 * sigma * sigma))

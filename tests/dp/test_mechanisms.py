@@ -91,3 +91,25 @@ class TestDiscreteGaussian(MechanismContract):
     def test_rejects_pure_budget(self):
         with pytest.raises(ParameterError, match="budget must be a ZCDPBudget"):
             DiscreteGaussian(l2_sensitivity=1, budget=PureBudget(Fraction(1)))
+
+
+@pytest.mark.parametrize("sigma", [1000.5, 1500.0, 4000.0])
+def test_gaussian_ci95_above_the_exact_range_is_a_safe_and_tight_bound(sigma):
+    """Above EXACT_CI_SIGMA the half-width comes from the continuous bound: never below the exact smallest h."""
+    from dprelease.dp.mechanisms.noise import EXACT_CI_SIGMA
+
+    rho = Fraction(1) / (2 * Fraction(sigma) ** 2)
+    g = DiscreteGaussian(l2_sensitivity=1, budget=ZCDPBudget(rho))
+    assert g.sigma() > EXACT_CI_SIGMA
+    radius = math.ceil(12 * g.sigma()) + 2
+    z = np.arange(-radius, radius + 1, dtype=np.float64)
+    weights = np.exp(-(z**2) / (2 * g.sigma() ** 2))
+    weights /= weights.sum()
+    covered = np.cumsum(np.concatenate([[weights[radius]], weights[radius + 1:] + weights[radius - 1::-1]]))
+    exact = int(np.searchsorted(covered, 0.95))  # the smallest h with P(|Z| <= h) >= 0.95
+    assert exact <= g.ci95_halfwidth() <= exact + 3
+
+
+def test_gaussian_ci95_of_a_huge_sigma_is_immediate():
+    g = DiscreteGaussian(l2_sensitivity=1_048_576, budget=ZCDPBudget(Fraction(1, 1000)))
+    assert g.sigma() > 1e7 and g.ci95_halfwidth() == pytest.approx(1.96 * g.sigma(), rel=1e-3)

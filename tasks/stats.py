@@ -1,0 +1,110 @@
+"""Summary statistics of a release (``stats:`` in the spec): one library call per column, written public.
+
+Each planned column is read alone from the table, clipped to its public bounds (declared in the schema,
+or found by the release's bounds stage: DP outputs, already booked) and measured by
+:mod:`dp.statistics`: count, sum and sum of squares with the additive mechanism, quantiles with the
+exponential mechanism, every draw through the one noisy-result path (booked in stage ``stats``,
+replayed on a re-run). What leaves the task is the DP estimates with their 95 % intervals, written to
+``statistics/statistics.json`` in the staging folder (public, listed in the manifest).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from prefect import get_run_logger
+
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.measurement.bounds import DiscoveredBounds
+from dprelease.dp.mechanisms.random import secure_noise
+from dprelease.dp.statistics.clipping import ClipBounds, Grid
+from dprelease.dp.statistics.moments import Estimate, MomentsMechanism, measure_moments
+from dprelease.dp.statistics.quantiles import measure_quantiles, quantile_intervals, quantile_mechanisms
+from dprelease.schemas.plan import PlannedStatistics, ReleasePlan
+from dprelease.tasks import sensitive_task
+from dprelease.tasks.ingest import read_table
+
+STATISTICS_FILE = "statistics/statistics.json"
+"""Where the statistics are published, relative to the release folder."""
+
+
+def _values(column: pa.ChunkedArray) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """The column as floats, null as NaN (dropped by the grid's encoding)."""
+    return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _estimate(estimate: Estimate) -> dict[str, object]:
+    return {"statistic": estimate.statistic, "estimate": estimate.estimate, "low95": estimate.low,
+            "high95": estimate.high, "interval": estimate.method}
+
+
+def _clip_bounds(planned: PlannedStatistics, bounds: list[DiscoveredBounds]) -> ClipBounds:
+    if planned.lower is not None and planned.upper is not None:
+        return ClipBounds(planned.lower, planned.upper, "public")
+    found = next(b for b in bounds if b.column == planned.column)  # the plan asks for them (bounds stage)
+    return ClipBounds.from_discovered(found)
+
+
+def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], clip: ClipBounds,
+                context: ReleaseContext, seed: int, records: list[MeasurementRecord]) -> dict[str, object]:
+    grid = Grid(clip)
+    wanted = set(planned.statistics)
+    weights = {"count": 1, "sum": 1 if wanted & {"sum", "mean", "variance", "std"} else 0,
+               "sum_of_squares": 1 if wanted & {"variance", "std"} else 0}
+    moments = measure_moments(values, MomentsMechanism(grid, planned.moments_budget, weights), context,
+                              column=planned.column, seed=seed)
+    records.extend(moments.records)
+    estimates = [moments.count()]
+    for name in ("sum", "mean", "variance", "std"):
+        if name in wanted:
+            estimates.append(getattr(moments, name)())
+    out: dict[str, object] = {
+        "column": planned.column,
+        "bounds": {"lower": clip.lower, "upper": clip.upper, "source": clip.source},
+        "estimates": [_estimate(e) for e in estimates],
+    }
+    if planned.quantiles:
+        assert planned.quantiles_budget is not None  # the plan gives a share when quantiles are asked for
+        mechanisms = quantile_mechanisms(grid, list(planned.quantiles), planned.quantiles_budget)
+        released = measure_quantiles(values, mechanisms, context, column=planned.column)
+        records.extend(released.records)
+        intervals = quantile_intervals(released, max(1.0, moments.count().estimate))
+        out["quantiles"] = [{"level": float(level), "value": value, "low95": low, "high95": high}
+                            for level, value, (low, high) in zip(released.levels, released.values, intervals,
+                                                                 strict=True)]
+    return out
+
+
+@sensitive_task("measure_statistics")
+def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str,
+                       staging: str) -> list[MeasurementRecord]:
+    """Measure every planned column's statistics and write ``statistics/statistics.json`` to ``staging``.
+
+    Returns:
+        The measurements' public records (for the audit), in the order drawn.
+    """
+    spec = plan.spec
+    columns = [planned.column for planned in plan.statistics]
+    table = read_table(spec.data, columns)
+    results = []
+    records: list[MeasurementRecord] = []
+    with Ledger.open(Path(ledger_path)) as ledger:
+        context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
+        for planned in plan.statistics:
+            results.append(_one_column(planned, _values(table.column(planned.column)), _clip_bounds(planned, bounds),
+                                       context, plan.seed, records))
+    del table
+    target = Path(staging) / STATISTICS_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    document = {"release_id": plan.release_id, "dataset": plan.dataset,
+                "note": "differentially private estimates; each interval covers the noise of its mechanism "
+                        "(95 %), not clipping bias or sampling error",
+                "columns": results}
+    target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    get_run_logger().info("summary statistics of %d column(s) measured", len(results))
+    return records

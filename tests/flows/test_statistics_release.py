@@ -1,0 +1,88 @@
+"""Summary statistics in a release (``stats:``): measured, booked in stage ``stats``, published, replayed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.flows.release import release
+from dprelease.schemas.model import SchemaError
+from dprelease.schemas.plan import plan_release
+from dprelease.schemas.spec import load_spec
+from dprelease.tasks.staging import verify_release
+from tests.examples import adult_example
+
+ALLOCATION = {"bounds": 0.05, "one_way": 0.35, "selection": 0.04, "cliques": 0.41, "hierarchy": 0.05, "stats": 0.10}
+STATS = [
+    {"column": "age", "statistics": ["count", "mean", "std", "median", "quantiles"], "quantiles": [0.1, 0.9]},
+    {"column": "capital-gain", "statistics": ["mean"]},  # no public bounds: the bounds stage finds them
+]
+
+
+def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
+    plan = plan_release(load_spec(adult_example(tmp_path, allocation=ALLOCATION, stats=STATS)), "r", 1)
+    age, gain = plan.statistics
+    assert [float(q) for q in age.quantiles] == [0.1, 0.5, 0.9]
+    assert age.moments_budget.amount + age.quantiles_budget.amount <= plan.stages["stats"].amount / 2
+    assert (age.lower, age.upper) != (None, None) and (gain.lower, gain.upper) == (None, None)
+    assert gain.quantiles_budget is None and gain.statistics == ("count", "mean")
+    assert any(line.strip().startswith("stats: age") for line in plan.lines())
+
+
+@pytest.mark.parametrize(
+    ("stats", "message"),
+    [
+        ([{"column": "sex", "statistics": ["mean"]}], r"stats\[0\]\.column: \('sex'\) must be a measured numeric"),
+        ([{"column": "age", "statistics": ["mode"]}], r"stats\[0\]\.statistics: \('mode'\) must be one of"),
+        ([{"column": "age", "statistics": ["quantiles"]}], r"stats\[0\]\.quantiles: must be given exactly when"),
+        ([{"column": "age", "statistics": ["quantiles"], "quantiles": [1.5]}], r"must be a number strictly between"),
+        ([{"column": "nope", "statistics": ["mean"]}], r"stats\[0\]\.column: \('nope'\) is not a declared column"),
+    ],
+)
+def test_a_bad_stats_section_is_one_line_naming_the_key_and_the_rule(tmp_path, stats, message):
+    with pytest.raises(SchemaError, match=message):
+        load_spec(adult_example(tmp_path, allocation=ALLOCATION, stats=stats))
+
+
+def test_stats_and_their_share_go_together(tmp_path):
+    with pytest.raises(SchemaError, match=r"allocation\.stats: must be positive when stats are asked for"):
+        load_spec(adult_example(tmp_path, stats=STATS))
+    with pytest.raises(SchemaError, match=r"allocation\.stats: must be 0 or absent without stats"):
+        (tmp_path / "b").mkdir()
+        load_spec(adult_example(tmp_path / "b", allocation=ALLOCATION))
+
+
+@pytest.mark.e2e
+def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path):
+    spec = adult_example(tmp_path, allocation=ALLOCATION, stats=STATS)
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+    target = Path(release(spec=str(spec), out=str(out), ledger=str(ledger), release_id="s1"))
+    assert verify_release(target) == []
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert "statistics/statistics.json" in {f["path"] for f in manifest["files"]}
+    published = json.loads((target / "statistics" / "statistics.json").read_text())
+    age, gain = published["columns"]
+    real = pq.read_table(spec.parent / "adult.parquet", columns=["age"]).column("age").to_numpy()
+    mean = next(e for e in age["estimates"] if e["statistic"] == "mean")
+    assert mean["low95"] <= mean["estimate"] <= mean["high95"] and abs(mean["estimate"] - real.mean()) < 1.0
+    assert [q["level"] for q in age["quantiles"]] == [0.1, 0.5, 0.9]
+    assert abs(age["quantiles"][1]["value"] - float(sorted(real)[len(real) // 2])) <= 3
+    assert gain["bounds"]["source"] == "svt" and age["bounds"]["source"] == "public"
+    with Ledger.open(ledger) as book:
+        charges = book.charges(release_id="s1")
+    stats = [c for c in charges if c.stage == "stats"]
+    assert {c.query for c in stats} >= {"count(age)", "sum(age)", "sum_of_squares(age)", "count(capital-gain)"}
+    audit = json.loads((target / "audit.json").read_text())
+    assert any(m["stage"] == "stats" for m in audit["measurements"])
+    # The published folder lost: a re-run of the same release id replays every draw, the same file.
+    first = (target / "statistics" / "statistics.json").read_bytes()
+    shutil.rmtree(target)
+    again = Path(release(spec=str(spec), out=str(out), ledger=str(ledger), release_id="s1"))
+    with Ledger.open(ledger) as book:
+        assert len(book.charges(release_id="s1")) == len(charges)
+    assert (again / "statistics" / "statistics.json").read_bytes() == first
