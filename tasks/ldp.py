@@ -162,8 +162,7 @@ def estimates_table(collection: Collection, counts: dict[str, Any]) -> tuple[pa.
                           "p_value": decoded.p_values, "detected": list(decoded.detected),
                           "share": decoded.counts / max(n, 1)})
         return table, {"reports": n, "detected": int(sum(decoded.detected)), "explained_share": decoded.explained,
-                       "method": "non-negative Lasso selection, least squares weighted by the exact binomial "
-                                 "variances, one-sided z-tests with Holm's correction at family-wise level 0.05"}
+                       "method": decoded.method}
     protocol = collection.randomizer()
     p, q = protocol.support_probabilities
     result = estimate(counts["support"], n, p, q)

@@ -8,6 +8,7 @@ response). Every random choice comes from the operating system's secure source
 privacy, and each randomizer states the epsilon its rounded probabilities actually give.
 
 Server side (:mod:`dp.local.estimators`, :mod:`dp.local.rappor`): unbiased count estimates with their
-exact variance and confidence intervals, and RAPPOR decoding (Lasso selection, least squares, a
-Bonferroni-corrected test).
+exact variance and confidence intervals, and RAPPOR decoding (least squares on every candidate with exact
+sandwich standard errors and one-sided tests under Holm's correction; Lasso selection on a split sample
+when the candidates outnumber what the Bloom bits identify).
 """

@@ -11,14 +11,17 @@ one report ε₁ = h ln(q*(1 − p*) / (p*(1 − q*))) with q* = f(p + q)/2 + (1
 and p* = f(p + q)/2 + (1 − f) p = P[reported 1 | Bloom 0].
 
 Server: per cohort and bit, the unbiased estimate of how many clients' Bloom filters have that bit set is
-t = (c − p* n_cohort) / (q* − p*). With the candidate values' Bloom bits as a design matrix X, t ≈ X β
-(β: counts per candidate). Decoding: non-negative Lasso to select candidates, least squares weighted by
-the exact binomial variances on the selected ones, and a one-sided z-test per candidate corrected for
-multiple testing (Holm's step-down, family-wise error α). Every probability is a rational; draws are exact.
+t = (c − p* n_cohort) / (q* − p*), with exact variance (n_cohort p*(1 − p*) + N1 (q* − p*)(1 − p* − q*)) /
+(q* − p*)² for N1 filters setting it. With the candidate values' Bloom bits as a design matrix X, t ≈ X β
+(β: counts per candidate). Decoding: least squares on every candidate at once (unbiased, exact sandwich
+standard errors), a one-sided z-test per candidate and Holm's step-down correction over all candidates
+(family-wise error α); Lasso selection, on a split sample, only when the candidates are too many for the
+Bloom bits to identify. Every probability is a rational; draws are exact.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import math
@@ -89,11 +92,15 @@ class RapporParams:
         return math.nextafter(2 * self.h * math.log((1 - self.f / 2) / (self.f / 2)), math.inf)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _positions(value: str, cohort: int, k: int, h: int) -> tuple[int, ...]:
+    digest = hashlib.sha256(f"{cohort}\x00{value}".encode()).digest()
+    return tuple(int.from_bytes(digest[4 * i:4 * i + 4], "big") % k for i in range(h))
+
+
 def bloom(value: str, cohort: int, params: RapporParams) -> IntArray:
     """The h Bloom-filter positions of ``value`` in ``cohort`` (public hashing: SHA-256 of cohort and value)."""
-    digest = hashlib.sha256(f"{cohort}\x00{value}".encode()).digest()
-    return np.asarray([int.from_bytes(digest[4 * i:4 * i + 4], "big") % params.k for i in range(params.h)],
-                      dtype=np.int64)
+    return np.asarray(_positions(value, cohort, params.k, params.h), dtype=np.int64)
 
 
 def bloom_bits(value: str, cohort: int, params: RapporParams) -> UINT8:
@@ -193,11 +200,12 @@ class Decoded:
     Attributes:
         candidates: The candidate values, in the order given.
         detected: Per candidate, whether it passed the corrected test.
-        counts: Least-squares count estimate per candidate (0 for those not selected by the Lasso).
-        std: Standard error of each count (NaN for those not selected).
-        p_values: One-sided p-value per candidate (1 for those not selected).
+        counts: Least-squares count estimate per candidate (0 for a candidate the split-sample Lasso left out).
+        std: Standard error of each count (NaN where the count is not estimated).
+        p_values: One-sided p-value per candidate (1 where the count is not estimated).
         explained: The share of reports that the detected candidates' estimated counts account for.
         reports: n.
+        method: How the counts were fitted and tested ("all candidates" or "split by cohort"), in words.
     """
 
     candidates: tuple[str, ...]
@@ -207,6 +215,7 @@ class Decoded:
     p_values: FloatArray
     explained: float
     reports: int
+    method: str = ""
 
 
 def design_matrix(candidates: Sequence[str], params: RapporParams, cohort_shares: npt.ArrayLike) -> FloatArray:
@@ -257,39 +266,115 @@ def holm(p_values: npt.ArrayLike, alpha: float) -> npt.NDArray[np.bool_]:
     return reject
 
 
+def bit_count_variance(ones: npt.ArrayLike, per_cohort: npt.ArrayLike, params: RapporParams) -> FloatArray:
+    """Exact variance of the debiased count t = (c − p* n_m)/(q* − p*) of a bit set in ``ones`` of n_m filters.
+
+    One report per client, PRR and IRR drawn afresh: c = Binomial(N1, q*) + Binomial(n_m − N1, p*), so
+    Var t = (n_m p*(1 − p*) + N1 (q* − p*)(1 − p* − q*)) / (q* − p*)². The permanent randomisation f is
+    inside p* and q*; the N1 term is the one the approximate variance n_m p*(1 − p*)/(q* − p*)² leaves out.
+    ``ones`` is clipped to [0, n_m] (a plug-in estimate may leave it).
+    """
+    n_m = np.asarray(per_cohort, dtype=np.float64)
+    n1 = np.clip(np.asarray(ones, dtype=np.float64), 0.0, n_m)
+    p_star, q_star = float(params.p_star), float(params.q_star)
+    gap = q_star - p_star
+    return np.asarray((n_m * p_star * (1 - p_star) + n1 * gap * (1 - p_star - q_star)) / gap**2, dtype=np.float64)
+
+
+def _identifiable(x: FloatArray) -> bool:
+    """Whether X identifies every column: full column rank, with at most 80 % as many columns as rows.
+
+    The 80 % is Google's threshold; rank is read off the column-normalised Gram matrix's smallest eigenvalue.
+    """
+    if x.shape[1] == 0 or x.shape[1] > 0.8 * x.shape[0]:
+        return False
+    norms = np.sqrt((x**2).sum(axis=0))
+    if not (norms > 0).all():
+        return False
+    unit = x / norms
+    return bool(np.linalg.eigvalsh(unit.T @ unit)[0] > 1e-8)
+
+
+def _least_squares(x: FloatArray, y: FloatArray, n_rows: FloatArray,
+                   params: RapporParams) -> tuple[FloatArray, FloatArray]:
+    """Counts and their standard errors from t ≈ X β on the given rows (X of full column rank).
+
+    Weights 1/n_m are fixed before looking at the counts (the variance of a bit no one sets is proportional
+    to n_m), so β̂ = (XᵀWX)⁻¹XᵀW t is exactly unbiased; its covariance is the sandwich A Σ Aᵀ with
+    A = (XᵀWX)⁻¹XᵀW and Σ diagonal (clients and bits are independent), each entry the exact variance of
+    :func:`bit_count_variance` at the fitted number of filters setting the bit.
+    """
+    w = 1.0 / n_rows
+    gram = (x * w[:, None]).T @ x
+    a = np.linalg.solve(gram, (x * w[:, None]).T)
+    beta = a @ y
+    sigma = bit_count_variance(x @ beta, n_rows, params)
+    se = np.sqrt(np.einsum("jr,r,jr->j", a, sigma, a))
+    return np.asarray(beta, dtype=np.float64), np.asarray(se, dtype=np.float64)
+
+
 def decode(counts: npt.ArrayLike, per_cohort: npt.ArrayLike, candidates: Sequence[str], params: RapporParams,
            *, alpha: float = 0.05) -> Decoded:
-    """Decode per-cohort bit counts against ``candidates``: Lasso, weighted least squares, Holm-corrected test.
+    """Decode per-cohort bit counts against ``candidates``: least squares, one-sided tests, Holm's correction.
 
-    The family-wise error rate is at most ``alpha``: the expected number of false detections among the
-    candidates no one holds is at most alpha times their share of the candidate list.
+    Every (cohort, bit) with reports gives t = (c − p* n_m)/(q* − p*), unbiased for the number of Bloom
+    filters there that set the bit; t ≈ X β with β the candidates' counts (:func:`design_matrix`).
+
+    All candidates (X of full column rank and at most 80 % as many candidates as rows, Google's
+    threshold): β is fitted by least squares on all candidates at once, unbiased for every candidate as
+    long as every value people hold is a candidate, with the exact sandwich standard error. Each candidate
+    gets the one-sided z-test of β_j = 0 against β_j > 0 and Holm's correction runs over all candidates:
+    the family-wise error (any candidate no one holds detected) is at most ``alpha``. No Lasso: selecting
+    candidates and then testing them on the same counts makes the test anti-conservative, and leaving a
+    held value out of the fit moves its counts onto the candidates sharing its bits.
+
+    Too many candidates (X not identifiable): a non-negative Lasso on the even cohorts selects candidates,
+    least squares on the odd cohorts (independent reports) fits and tests the selected ones, and Holm's
+    correction still runs over every candidate (the others get p = 1 and count 0). The test is then valid
+    given the selection if the selection holds every held value; counts are unbiased only under that
+    condition.
     """
+    if not 0 < alpha < 1:
+        raise ParameterError("RAPPOR decode: alpha must be in (0, 1)")
     c = np.asarray(counts, dtype=np.float64).reshape(params.m, params.k)
     n_m = np.asarray(per_cohort, dtype=np.float64).reshape(params.m)
     n = int(n_m.sum())
     gap = float(params.q_star - params.p_star)
     y = ((c - float(params.p_star) * n_m[:, None]) / gap).reshape(-1)
-    # Exact binomial variance of each estimated bit count, at its observed rate (floored away from 0).
-    rate = np.clip(c / np.maximum(n_m[:, None], 1.0), 1e-6, 1 - 1e-6)
-    variance = (n_m[:, None] * rate * (1 - rate) / gap**2).reshape(-1)
-    weight = 1.0 / np.maximum(variance, 1e-9)
+    n_rows = np.repeat(n_m, params.k)
     x = design_matrix(candidates, params, n_m / max(n, 1))
-    root_w = np.sqrt(weight)
-    xw, yw = x * root_w[:, None], y * root_w
-    # Universal penalty: a candidate enters only when its correlation beats noise across all candidates.
-    penalty = float(np.sqrt(2.0 * np.log(max(len(candidates), 2))) * np.sqrt((xw**2).sum(axis=0)).max(initial=0.0))
-    selected = np.nonzero(nonnegative_lasso(xw, yw, penalty) > 0)[0]
-    estimates = np.zeros(len(candidates))
-    std = np.full(len(candidates), np.nan)
-    p_values = np.ones(len(candidates))
-    if selected.size:
-        xs = xw[:, selected]
-        gram = xs.T @ xs
-        beta, *_ = np.linalg.lstsq(xs, yw, rcond=None)
-        covariance = np.linalg.pinv(gram)  # weights are inverse variances: unit residual scale
-        se = np.sqrt(np.maximum(np.diag(covariance), 1e-12))
-        estimates[selected], std[selected] = beta, se
-        p_values[selected] = stats.norm.sf(beta / se)
+    cohort_of_row = np.repeat(np.arange(params.m), params.k)
+    active = n_rows > 0
+    size = len(candidates)
+    estimates = np.zeros(size)
+    std = np.full(size, np.nan)
+    p_values = np.ones(size)
+    if _identifiable(x[active]):
+        method = ("least squares on all candidates (weights 1/n_m), exact sandwich standard errors, one-sided "
+                  f"z-tests with Holm's correction over all {size} candidates at family-wise level {alpha:g}")
+        fitted = np.arange(size)
+        beta, se = _least_squares(x[active], y[active], n_rows[active], params)
+    else:
+        method = ("non-negative Lasso on the even cohorts, least squares on the selected candidates in the odd "
+                  f"cohorts, one-sided z-tests with Holm's correction over all {size} candidates at "
+                  f"family-wise level {alpha:g}")
+        select = active & (cohort_of_row % 2 == 0)
+        test = active & (cohort_of_row % 2 == 1)
+        root_w = 1.0 / np.sqrt(np.maximum(bit_count_variance(0.0, n_rows[select], params), 1e-9))
+        xw, yw = x[select] * root_w[:, None], y[select] * root_w
+        # Universal penalty: a candidate enters only when its correlation beats noise across all candidates.
+        penalty = float(np.sqrt(2.0 * np.log(max(size, 2))) * np.sqrt((xw**2).sum(axis=0)).max(initial=0.0))
+        fitted = np.nonzero(nonnegative_lasso(xw, yw, penalty) > 0)[0] if size else np.zeros(0, dtype=np.int64)
+        xs = x[test][:, fitted]
+        if _identifiable(xs):
+            beta, se = _least_squares(xs, y[test], n_rows[test], params)
+        else:
+            fitted = np.zeros(0, dtype=np.int64)
+            beta = se = np.zeros(0)
+    if fitted.size:
+        estimates[fitted], std[fitted] = beta, se
+        p_values[fitted] = stats.norm.sf(beta / se)
     detected = holm(p_values, alpha)
     explained = float(estimates[detected].sum() / n) if n else 0.0
-    return Decoded(tuple(candidates), tuple(bool(d) for d in detected), estimates, std, p_values, explained, n)
+    return Decoded(tuple(candidates), tuple(bool(d) for d in detected), estimates, std, p_values, explained, n,
+                   method)
