@@ -35,7 +35,8 @@ ADULT = ROOT / "examples" / "adult"
 
 # Modules whose tasks read the raw table (or the checks built on it): every task there is sensitive.
 RAW_DATA_MODULES = {"dprelease.tasks.ingest", "dprelease.tasks.validate", "dprelease.tasks.measure",
-                    "dprelease.tasks.bounds", "dprelease.tasks.evaluate", "dprelease.flows.check"}
+                    "dprelease.tasks.bounds", "dprelease.tasks.evaluate", "dprelease.tasks.stats",
+                    "dprelease.flows.check"}
 
 
 # ---------------------------------------------------------------------------------------------
