@@ -17,6 +17,7 @@ from dprelease.dp.accounting.budget import (
     PureBudget,
     ZCDPBudget,
     bounded_range_from_zcdp_share,
+    marginal_weight,
     pure_from_zcdp_share,
 )
 from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
@@ -366,28 +367,6 @@ def plan_pairs(plan: ReleasePlan, spec: ReleaseSpec, pairs: list[tuple[str, str]
         return []
     shares = _weighted(plan.selection.two_way, list(pairs), spec)
     return [PlannedMeasurement("two_way", pair, shares[pair]) for pair in pairs]
-
-
-def marginal_weight(cells: int, definition: str, *, balanced: bool = False) -> Fraction:
-    """The budget weight that minimises the summed expected L1 error of a stage's marginals.
-
-    A marginal of n cells with noise scale s has expected L1 error proportional to n·s. Under zCDP,
-    s ∝ rho^(-1/2), and minimising Σ n_i rho_i^(-1/2) subject to Σ rho_i = rho gives rho_i ∝ n_i^(2/3);
-    under pure DP, s ∝ 1/epsilon and epsilon_i ∝ n_i^(1/2). The weight is that power as a rational
-    (to three digits): any positive rational weights split the stage exactly.
-
-    ``balanced`` halves the power (n^(1/3) under zCDP): the summed error is no longer the aim, each
-    marginal's own error is. Small marginals (a 2-category 1-way) then keep enough budget while large
-    ones still get more; on Adult's 1-ways it lowers the worst column's TVD relative to both
-    (``docs/research/synthesis.md``, section 5).
-
-    >>> marginal_weight(8, "zcdp"), marginal_weight(16, "pure"), marginal_weight(8, "zcdp", balanced=True)
-    (Fraction(4, 1), Fraction(4, 1), Fraction(2, 1))
-    """
-    power = 2 / 3 if definition == "zcdp" else 1 / 2
-    if balanced:
-        power /= 2
-    return Fraction(round(cells**power * 1000), 1000)
 
 
 def _weighted(stage: Budget, marginals: list[tuple[str, ...]], spec: ReleaseSpec) -> dict[tuple[str, ...], Budget]:
