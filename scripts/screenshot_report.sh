@@ -56,7 +56,7 @@ import re
 import sys
 from pathlib import Path
 
-from schemas.report_html import render_html
+from dprelease.reports.html import render_html
 
 release, kind, target = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 if kind == "public":
