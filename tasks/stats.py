@@ -59,7 +59,8 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
     moments = measure_moments(values, MomentsMechanism(grid, planned.moments_budget, weights), context,
                               column=planned.column, seed=seed)
     records.extend(moments.records)
-    estimates = [moments.count()]
+    count = moments.count()
+    estimates = [count]
     for name in ("sum", "mean", "variance", "std"):
         if name in wanted:
             estimates.append(getattr(moments, name)())
@@ -73,7 +74,7 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
         mechanisms = quantile_mechanisms(grid, list(planned.quantiles), planned.quantiles_budget)
         released = measure_quantiles(values, mechanisms, context, column=planned.column)
         records.extend(released.records)
-        intervals = quantile_intervals(released, max(1.0, moments.count().estimate))
+        intervals = quantile_intervals(released, max(1.0, count.estimate))
         out["quantiles"] = [{"level": float(level), "value": value, "low95": low, "high95": high}
                             for level, value, (low, high) in zip(released.levels, released.values, intervals,
                                                                  strict=True)]

@@ -7,7 +7,7 @@ mechanisms: the discrete Laplace as the difference of two geometric variables, t
 Gaussian from its tabulated pmf (for sigma above 500, the rounded normal, whose total variation
 distance from it is below 1e-100).
 
->>> rng = np.random.default_rng(0)
+>>> rng = np.random.default_rng(0)  # post-processing: simulated noise, no row
 >>> z = noise_draws(DiscreteLaplace(1, PureBudget(Fraction(1))), 100_000, rng)
 >>> abs(float(z.std()) - DiscreteLaplace(1, PureBudget(Fraction(1))).std()) < 0.02
 True
