@@ -43,13 +43,23 @@ def rules_for(schema: TableSchema) -> dict[str, ColumnRule]:
     return {c.name: ColumnRule(c.on_unknown) for c in schema.measured if c.type == "category"}
 
 
-def output_columns(schema: TableSchema, domains: list[ColumnDomain]) -> list[OutputColumn]:
-    """How to produce every declared column of the synthetic table, in schema order."""
+def output_columns(schema: TableSchema, domains: list[ColumnDomain],
+                   private: Mapping[str, Mapping[str, float]] | None = None) -> list[OutputColumn]:
+    """How to produce every declared column of the synthetic table, in schema order.
+
+    Args:
+        schema: The schema.
+        domains: The encodings of the measured columns.
+        private: The released values of every ``mapping: private`` column (DP outputs, by source category).
+    """
     by_name = {d.name: d for d in domains}
     out = []
     for c in schema.columns:
         if c.derived:
-            out.append(OutputColumn(c.name, c.type, derived_from=c.derived_from, mapping=dict(c.mapping)))
+            if c.private_mapping and (private is None or c.name not in private):
+                raise InternalError(f"column {c.name!r}: its private mapping was not released")
+            mapping = dict(private[c.name]) if c.private_mapping and private is not None else dict(c.mapping)
+            out.append(OutputColumn(c.name, c.type, derived_from=c.derived_from, mapping=mapping))
         else:
             out.append(OutputColumn(c.name, c.type, domain=by_name[c.name]))
     return out

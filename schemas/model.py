@@ -55,6 +55,9 @@ class Column:
         bins: Binning of numeric values.
         derived_from: Another column this one is a public function of (costs no budget).
         mapping: For a derived column: the value for each category of ``derived_from``.
+        private_mapping: A derived column whose values are not public (``mapping: private``): each
+            category's value is released by a DP median in the bounds stage.
+        resolution: The grid step of a private mapping's values.
         on_unknown: What to do with a row whose category is outside the domain: ``drop`` or
             the name of a declared category to map it to.
     """
@@ -70,6 +73,8 @@ class Column:
     derived_from: str | None = None
     mapping: tuple[tuple[str, float], ...] = ()
     on_unknown: str = "drop"
+    private_mapping: bool = False
+    resolution: float | None = None
 
     @property
     def numeric(self) -> bool:

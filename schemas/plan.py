@@ -24,7 +24,7 @@ from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.cliques import PlannedCliques
 from dprelease.dp.measurement.marginals import marginal_key
-from dprelease.schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
+from dprelease.schemas.model import MAX_CELLS, Column, ReleaseSpec, SchemaError
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,25 @@ class PlannedBounds:
     column: str
     run_budget: PureBudget
     booked: Budget
+
+
+@dataclass(frozen=True)
+class PlannedMapping:
+    """A derived column's private mapping: one DP median per category of its source, in one charge.
+
+    Attributes:
+        column: The derived numeric column.
+        source: The category column it is a function of.
+        groups: The source's declared categories, in order (a null source gives a null value).
+        group_budget: The budget of each group's median (the groups compose in parallel).
+        budget: What the whole mapping costs (the group budget times the groups a unit can touch).
+    """
+
+    column: str
+    source: str
+    groups: tuple[str, ...]
+    group_budget: Budget
+    budget: Budget
 
 
 @dataclass(frozen=True)
@@ -147,6 +166,8 @@ class ReleasePlan:
     cliques: PlannedCliques | None = None
     statistics: tuple[PlannedStatistics, ...] = ()
     """``stats:``: every summarised column's plan (stage ``stats``)."""
+    mappings: tuple[PlannedMapping, ...] = ()
+    """Derived columns with ``mapping: private`` (stage ``bounds``)."""
     spent_share: Fraction = Fraction(1)
     """The reserved total as a fraction of the declared budget (below 1 when shares sum below 1 or a stage
     has nothing to spend on: the rest stays in the lifetime budget)."""
@@ -162,11 +183,16 @@ class ReleasePlan:
         stage_width = max((len(stage) for stage in self.stages), default=0)
         for stage, budget in self.stages.items():
             out.append(f"  stage {stage:<{stage_width}}  {unit}={float(budget.amount):.6g}")
-        kind_width = max([len("bounds") if self.bounds else 0, *(len(m.stage) for m in self.measurements)])
-        what_width = max([*(len(b.column) for b in self.bounds), *(len(m.query) for m in self.measurements), 0])
+        kind_width = max([len("bounds") if self.bounds or self.mappings else 0,
+                          *(len(m.stage) for m in self.measurements)])
+        what_width = max([*(len(b.column) for b in self.bounds), *(len(p.column) for p in self.mappings),
+                          *(len(m.query) for m in self.measurements), 0])
         for b in self.bounds:
             out.append(f"    {'bounds':<{kind_width}}  {b.column:<{what_width}}  "
                        f"2 x AboveThreshold epsilon={float(b.run_budget.epsilon):.6g}")
+        for p in self.mappings:
+            out.append(f"    {'bounds':<{kind_width}}  {p.column:<{what_width}}  median per {p.source} "
+                       f"({len(p.groups)} groups in parallel), {unit}={float(p.budget.amount):.6g}")
         for m in self.measurements:
             out.append(f"    {m.stage:<{kind_width}}  {m.query:<{what_width}}  {unit}={float(m.budget.amount):.6g}")
         if self.selection is not None:
@@ -237,9 +263,10 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     stages_all.pop(UNALLOCATED, None)
     measured = spec.schema.measured
     needs_bounds = [c.name for c in measured if c.numeric and not c.has_public_bounds]
+    needs_values = [c for c in spec.schema.columns if c.private_mapping]
     stages: dict[str, Budget] = {}
     for name, budget in stages_all.items():
-        if name == "bounds" and not needs_bounds:
+        if name == "bounds" and not needs_bounds and not needs_values:
             continue
         if name == "two_way" and not spec.two_way and not spec.auto_pairs:
             continue
@@ -256,9 +283,16 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     total_amount = sum((b.amount for b in stages.values()), Fraction(0))
     total: Budget = PureBudget(total_amount) if spec.definition == "pure" else ZCDPBudget(total_amount)
 
+    if needs_values and "bounds" not in stages:
+        raise SchemaError(f"{where}: allocation.bounds: must be positive: column {needs_values[0].name!r} has "
+                          "mapping: private, found in the bounds stage")
+    sensitivity = spec.schema.privacy_unit.max_rows if spec.schema.privacy_unit.id_column else 1
     bounds: list[PlannedBounds] = []
+    unit = _share(stages["bounds"], 2 * len(needs_bounds) + len(needs_values)) if "bounds" in stages else None
+    mappings = tuple(_plan_mapping(spec, c, unit, sensitivity) for c in needs_values if unit is not None)
     if needs_bounds:
-        per_run = _share(stages["bounds"], 2 * len(needs_bounds))
+        assert unit is not None  # the bounds stage is planned when a column needs bounds
+        per_run = unit
         try:
             run_budget = per_run if isinstance(per_run, PureBudget) else pure_from_zcdp_share(per_run)
         except ParameterError as err:
@@ -286,8 +320,8 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
             cells *= _max_size(spec, c)
         if cells > MAX_CELLS:
             raise SchemaError(f"{where}: {m.query} would have up to {cells} cells; the limit is {MAX_CELLS}")
-    sensitivity = spec.schema.privacy_unit.max_rows if spec.schema.privacy_unit.id_column else 1
     budgets = [(m.query, m.budget) for m in measurements] + [(f"bounds({b.column})", b.run_budget) for b in bounds]
+    budgets += [(f"mapping({p.column})", p.group_budget) for p in mappings]
     if cliques is not None:
         budgets.append(("each clique", cliques.clique_budget))
     for query, budget in budgets:
@@ -300,10 +334,19 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=tuple(bounds),
         measurements=tuple(measurements), seed=seed, spec=spec, selection=selection, cliques=cliques,
-        statistics=_plan_statistics(spec, stages),
+        statistics=_plan_statistics(spec, stages), mappings=mappings,
         spent_share=total_amount / spec.budget.amount,
     )
 
+
+
+def _plan_mapping(spec: ReleaseSpec, column: Column, budget: Budget, contributions: int) -> PlannedMapping:
+    """One grouped median: the budget covers the groups one privacy unit can touch, min(c, groups)."""
+    assert column.derived_from is not None
+    source = spec.schema.column(column.derived_from)
+    groups = source.categories  # a null source gives a null value: no group of its own
+    touched = min(contributions, len(groups))
+    return PlannedMapping(column.name, source.name, groups, _share(budget, touched), budget)
 
 
 def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]) -> tuple[PlannedStatistics, ...]:

@@ -21,7 +21,7 @@ def _column(where: str, name: str, spec: Any) -> Column:
     if not isinstance(spec, dict):
         raise _fail(where, "must be a mapping with at least a 'type'")
     _keys(where, spec, {"type", "nullable", "categories", "min", "max", "search_range", "bins",
-                        "derived_from", "mapping", "on_unknown", "description"}, {"type"})
+                        "derived_from", "mapping", "resolution", "on_unknown", "description"}, {"type"})
     ctype = spec["type"]
     if ctype not in ("int", "float", "category"):
         raise _fail(f"{where}.type", f"({ctype!r}) must be one of int, float, category")
@@ -88,18 +88,42 @@ def _column(where: str, name: str, spec: Any) -> Column:
         if not isinstance(derived_from, str):
             raise _fail(f"{where}.derived_from", "must be a column name")
         raw_map = spec.get("mapping")
-        if not isinstance(raw_map, dict) or not raw_map:
-            raise _fail(f"{where}.mapping", "must map each category of the source column to a value")
         if ctype == "category":
             raise _fail(f"{where}.derived_from", "is supported for numeric columns only")
-        mapping = tuple((_normal(str(k)), _number(f"{where}.mapping.{k}", v)) for k, v in raw_map.items())
+        if raw_map != "private":
+            if not isinstance(raw_map, dict) or not raw_map:
+                raise _fail(f"{where}.mapping", "must map each category of the source column to a value, or be "
+                            "'private' (each category's value found by a DP median)")
+            mapping = tuple((_normal(str(k)), _number(f"{where}.mapping.{k}", v)) for k, v in raw_map.items())
     elif "mapping" in spec:
         raise _fail(f"{where}.mapping", "needs derived_from")
+    resolution = _resolution(where, spec, ctype, low, high)
 
     return Column(
         name=name, type=ctype, nullable=nullable, categories=categories, min=low, max=high,
         search_range=search, bins=bins, derived_from=derived_from, mapping=mapping, on_unknown=on_unknown,
+        private_mapping=spec.get("mapping") == "private", resolution=resolution,
     )
+
+
+def _resolution(where: str, spec: dict[str, Any], ctype: str, low: float | None, high: float | None) -> float | None:
+    """The grid step of a ``mapping: private`` column's released values (required there, refused elsewhere)."""
+    if spec.get("mapping") != "private":
+        if "resolution" in spec:
+            raise _fail(f"{where}.resolution", "applies to a derived column with mapping: private only")
+        return None
+    if low is None or high is None:
+        raise _fail(where, "mapping: private needs public min and max (the values are searched between them)")
+    if "resolution" not in spec:
+        raise _fail(f"{where}.resolution", "is required with mapping: private (the step of the released values, "
+                    "e.g. 0.1 for values published to one decimal)")
+    step = _number(f"{where}.resolution", spec["resolution"])
+    if not step > 0 or (ctype == "int" and step != int(step)):
+        rule = "a positive whole number" if ctype == "int" else "a positive number"
+        raise _fail(f"{where}.resolution", f"({step}) must be {rule}")
+    if (high - low) / step > 2**21:
+        raise _fail(f"{where}.resolution", f"({step}) would put more than 2**21 values between min and max")
+    return step
 
 
 def _binning(where: str, raw: Any, ctype: str) -> Binning:
@@ -151,7 +175,9 @@ def load_schema(path: Path | str) -> TableSchema:
         if source.type != "category" or source.derived:
             raise _fail(loc, "must name a measured category column")
         keys = [k for k, _ in col.mapping]
-        if sorted(keys) != sorted(source.categories):
+        if col.private_mapping:
+            pass
+        elif sorted(keys) != sorted(source.categories):
             raise _fail(f"{where}: columns.{col.name}.mapping", "must give exactly one value for every category of "
                         f"{source.name}")
         if col.nullable != source.nullable:

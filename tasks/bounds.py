@@ -1,7 +1,9 @@
-"""Discover clipping bounds of numeric columns without public bounds (sparse vector technique)."""
+"""The bounds stage: clipping bounds of numeric columns (sparse vector technique) and private mappings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -9,10 +11,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import get_run_logger
 
-from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
 from dprelease.dp.mechanisms.random import secure_noise
+from dprelease.dp.statistics.groups import (
+    GroupedQuantile,
+    decimals_of,
+    grid_value,
+    group_codes,
+    measure_group_quantiles,
+    resolution_grid,
+)
+from dprelease.dp.statistics.quantiles import QuantileMechanism
 from dprelease.schemas.plan import ReleasePlan
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import unit_row_groups
@@ -55,4 +66,65 @@ def find_bounds(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredBounds]:
             logger.info("bounds of %s: [%g, %g] (epsilon %.6g per run)", planned.column, found.lower, found.upper,
                         float(planned.run_budget.epsilon))
             results.append(found)
+    return results
+
+
+@dataclass(frozen=True)
+class DiscoveredMapping:
+    """A derived column's values per source category, released by grouped DP medians (public).
+
+    Attributes:
+        column: The derived column.
+        source: Its source category column.
+        values: Source category -> released value (every declared category).
+        record: The grouped median's provenance (one charge).
+    """
+
+    column: str
+    source: str
+    values: dict[str, float]
+    record: MeasurementRecord
+
+
+@sensitive_task("discover_mappings")
+def find_mappings(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredMapping]:
+    """Charge and run one grouped median per ``mapping: private`` column; returns the DP values (public).
+
+    A row is in the group of its source category (the declared spelling; a null, unknown or differently
+    normalised source is in no group), its value clipped to the column's public bounds and rounded to the
+    declared resolution. The groups are disjoint, so the column is one charge (parallel composition,
+    :mod:`dp.statistics.groups`), booked in the bounds stage before anything is drawn.
+    """
+    if not plan.mappings:
+        return []
+    spec = plan.spec
+    logger = get_run_logger()
+    contributions = spec.schema.privacy_unit.max_rows if spec.schema.privacy_unit.id_column else 1
+    results = []
+    with Ledger.open(Path(ledger_path)) as ledger:
+        context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
+        for planned in plan.mappings:
+            column = spec.schema.column(planned.column)
+            assert column.min is not None and column.max is not None and column.resolution is not None
+            grid = resolution_grid(column.min, column.max, column.resolution)
+            values, groups = [], []
+            batches, _ = unit_row_groups(spec.data, [planned.column, planned.source], spec.schema.privacy_unit)
+            for batch in batches:
+                strings = pc.cast(batch.column(planned.source), pa.string())
+                index = pc.index_in(strings, value_set=pa.array(planned.groups, type=pa.string()))
+                groups.append(np.asarray(index.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64))
+                values.append(np.asarray(pc.cast(batch.column(planned.column), pa.float64(), safe=False)
+                                         .fill_null(float("nan")).to_numpy(zero_copy_only=False), dtype=np.float64))
+            codes = group_codes(np.concatenate(values) if values else np.zeros(0),
+                                np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64),
+                                len(planned.groups), grid)
+            mechanism = GroupedQuantile(QuantileMechanism(grid, Fraction(1, 2), planned.group_budget, contributions),
+                                        groups=len(planned.groups))
+            drawn, record = measure_group_quantiles(codes, mechanism, context,
+                                               query=f"median({planned.column} | {planned.source})")
+            places = decimals_of(column.resolution)
+            found = {key: grid_value(grid, index, places) for key, index in zip(planned.groups, drawn, strict=True)}
+            logger.info("mapping of %s by %s: %d values released (one grouped median, %s)", planned.column,
+                        planned.source, len(found), mechanism.sensitivity_text())
+            results.append(DiscoveredMapping(planned.column, planned.source, found, record))
     return results

@@ -22,6 +22,7 @@ from dprelease.reports.audit import budget_table, build_audit, render_markdown
 from dprelease.reports.html import render_html
 from dprelease.schemas.plan import ReleasePlan
 from dprelease.tasks import public_task, sensitive_task
+from dprelease.tasks.bounds import DiscoveredMapping
 from dprelease.tasks.measure import Measured
 from dprelease.tasks.staging import (
     MANIFEST,
@@ -59,15 +60,18 @@ def write_report(
     synthesis: SynthesisResult,
     staging: str,
     statistics: list[MeasurementRecord] | None = None,
+    mappings: list[DiscoveredMapping] | None = None,
 ) -> None:
     """Render ``audit.json``, ``audit.md`` and ``audit.html`` from the plan, the ledger and the DP outputs.
 
-    ``statistics`` are the records of the summary statistics (``stats:``), listed after the synthesis's.
+    ``statistics`` are the records of the summary statistics (``stats:``), listed after the synthesis's;
+    ``mappings`` the private mappings (``mapping: private``), listed with the bounds stage's records.
     """
     spec = plan.spec
     with Ledger.open(Path(ledger_path)) as ledger:
         charges = ledger.charges(release_id=plan.release_id)
-    measurements = [m for b in bounds for m in b.measurements] + measured.records() + list(statistics or [])
+    measurements = ([m for b in bounds for m in b.measurements] + [m.record for m in mappings or []]
+                    + measured.records() + list(statistics or []))
     audit = build_audit(
         plan=plan, spec=spec, schema_sha256=file_sha256(spec.schema_path), charges=charges, before=before,
         measurements=measurements,

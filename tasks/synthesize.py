@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from dprelease.schemas.encoding import hierarchy_tree, output_columns
 from dprelease.schemas.model import Hierarchy
 from dprelease.schemas.plan import ReleasePlan
 from dprelease.tasks import public_task
+from dprelease.tasks.bounds import DiscoveredMapping
 from dprelease.tasks.measure import Measured
 
 
@@ -172,7 +173,8 @@ def _write_hierarchy(
 
 @public_task("sample_synthetic")
 def sample_synthetic(
-    plan: ReleasePlan, bounds: list[DiscoveredBounds], estimate: Estimate, staging: str, version: str
+    plan: ReleasePlan, bounds: list[DiscoveredBounds], estimate: Estimate, staging: str, version: str,
+    mappings: Sequence[DiscoveredMapping] = (),
 ) -> SynthesisResult:
     """Sample the synthetic table with the plan's public seed; write ``synthetic/`` and ``marginals/``."""
     spec = plan.spec
@@ -189,7 +191,8 @@ def sample_synthetic(
     root = Path(staging)
     (root / "synthetic").mkdir()
     table_file = f"synthetic/{spec.schema.table}.parquet"
-    _write_decoded(codes, output_columns(spec.schema, domains), estimate.rows, rng, root / table_file,
+    columns = output_columns(spec.schema, domains, {m.column: m.values for m in mappings})
+    _write_decoded(codes, columns, estimate.rows, rng, root / table_file,
                    _metadata(plan, version))
     (root / "marginals").mkdir()
     files = []
