@@ -16,7 +16,7 @@ from dprelease.flows.schedules import pause_schedules_when_refused
 from dprelease.schemas.identifiers import check_identifier
 from dprelease.schemas.model import ReleaseSpec
 from dprelease.tasks import DPReleaseError, steward_area
-from dprelease.tasks.bounds import find_bounds, find_mappings
+from dprelease.tasks.bounds import find_bins, find_bounds, find_mappings
 from dprelease.tasks.evaluate import evaluate_utility
 from dprelease.tasks.ingest import inspect_table
 from dprelease.tasks.measure import measure_marginals
@@ -116,11 +116,14 @@ def _run(spec_path: str, out_dir: Path, ledger_path: str, rid: str, loaded: Rele
             validate_table(plan, str(steward))
             bounds = find_bounds(plan, ledger_path)
             mappings = find_mappings(plan, ledger_path) if plan.mappings else []
+            bins = find_bins(plan, bounds, ledger_path) if plan.bins else []
             statistics = measure_statistics(plan, bounds, ledger_path, str(staging)) if plan.statistics else []
-            measured = measure_marginals(plan, bounds, ledger_path, str(steward), dask)
+            measured = measure_marginals(plan, bounds, ledger_path, str(steward), dask,
+                                         {b.column: b.edges for b in bins})
             estimate = estimate_model(plan, bounds, measured)
             synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"], mappings)
-            write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging), statistics, mappings)
+            write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging), statistics,
+                         [*(m.record for m in mappings), *(r for b in bins for r in b.records)])
             target = publish_release(plan, str(staging), str(out_dir), ledger_path)
         except BaseException:
             abort_release(rid, staging, ledger_path)

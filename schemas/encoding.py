@@ -6,21 +6,36 @@ from collections.abc import Mapping
 from typing import Literal
 
 from dprelease.dp.errors import InternalError
-from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, category_domain, numeric_domain
+from dprelease.dp.measurement.marginals import (
+    ColumnDomain,
+    ColumnRule,
+    category_domain,
+    edges_domain,
+    numeric_domain,
+    with_spikes,
+)
 from dprelease.dp.synthesis.hierarchy import HierarchyTree as Tree
 from dprelease.dp.synthesis.sampling import OutputColumn
 from dprelease.schemas.model import Column, Hierarchy, TableSchema
 
 
-def column_domain(column: Column, bounds: Mapping[str, tuple[float, float]]) -> ColumnDomain:
+def column_domain(column: Column, bounds: Mapping[str, tuple[float, float]],
+                  edges: Mapping[str, tuple[float, ...]] | None = None) -> ColumnDomain:
     """The encoding of a measured column: declared categories, or bins inside its bounds.
 
     Args:
         column: The declared column.
         bounds: DP-discovered bounds of numeric columns without public ones.
+        edges: DP bin edges of ``bins: quantiles`` columns (the bounds stage's).
     """
     if column.type == "category":
         return category_domain(column.name, column.categories, nullable=column.nullable)
+    kind: Literal["int", "float"] = "int" if column.type == "int" else "float"
+    if column.bins is not None and column.bins.kind == "quantiles":
+        if edges is None or column.name not in edges:
+            raise InternalError(f"column {column.name!r}: its quantile bins were not released")
+        return edges_domain(column.name, kind, with_spikes(edges[column.name], column.spikes, kind),
+                            nullable=column.nullable)
     if column.has_public_bounds:
         assert column.min is not None and column.max is not None
         low, high = column.min, column.max
@@ -29,13 +44,13 @@ def column_domain(column: Column, bounds: Mapping[str, tuple[float, float]]) -> 
     else:
         raise InternalError(f"column {column.name!r} has neither public nor discovered bounds")
     assert column.bins is not None
-    kind: Literal["int", "float"] = "int" if column.type == "int" else "float"
-    return numeric_domain(column.name, kind, low, high, column.bins, nullable=column.nullable)
+    return numeric_domain(column.name, kind, low, high, column.bins, nullable=column.nullable, spikes=column.spikes)
 
 
-def domains_for(schema: TableSchema, bounds: Mapping[str, tuple[float, float]]) -> list[ColumnDomain]:
+def domains_for(schema: TableSchema, bounds: Mapping[str, tuple[float, float]],
+                edges: Mapping[str, tuple[float, ...]] | None = None) -> list[ColumnDomain]:
     """Encodings of every measured column, in schema order."""
-    return [column_domain(c, bounds) for c in schema.measured]
+    return [column_domain(c, bounds, edges) for c in schema.measured]
 
 
 def rules_for(schema: TableSchema) -> dict[str, ColumnRule]:

@@ -58,6 +58,7 @@ class Column:
         private_mapping: A derived column whose values are not public (``mapping: private``): each
             category's value is released by a DP median in the bounds stage.
         resolution: The grid step of a private mapping's values.
+        spikes: Public values of a numeric column that get a bin of their own (zero, a sentinel, a top code).
         on_unknown: What to do with a row whose category is outside the domain: ``drop`` or
             the name of a declared category to map it to.
     """
@@ -75,6 +76,7 @@ class Column:
     on_unknown: str = "drop"
     private_mapping: bool = False
     resolution: float | None = None
+    spikes: tuple[float, ...] = ()
 
     @property
     def numeric(self) -> bool:

@@ -18,13 +18,19 @@ from dprelease.dp.accounting.budget import (
     ZCDPBudget,
     bounded_range_from_zcdp_share,
     marginal_weight,
-    pure_from_zcdp_share,
 )
 from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.cliques import PlannedCliques
 from dprelease.dp.measurement.marginals import marginal_key
-from dprelease.schemas.model import MAX_CELLS, Column, ReleaseSpec, SchemaError
+from dprelease.schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
+from dprelease.schemas.plan_bounds import (
+    PlannedBins,
+    PlannedBounds,
+    PlannedMapping,
+    bounds_stage_needed,
+    plan_bounds_stage,
+)
 
 
 @dataclass(frozen=True)
@@ -53,40 +59,6 @@ class PlannedMeasurement:
         if self.hierarchy is not None:
             return f"hierarchy({self.hierarchy}: {self.level_name})"
         return marginal_key(self.columns)
-
-
-@dataclass(frozen=True)
-class PlannedBounds:
-    """SVT bound discovery for one column: two AboveThreshold runs.
-
-    Attributes:
-        column: The column.
-        run_budget: Epsilon of each run.
-        booked: What the two runs cost together in the ledger's unit.
-    """
-
-    column: str
-    run_budget: PureBudget
-    booked: Budget
-
-
-@dataclass(frozen=True)
-class PlannedMapping:
-    """A derived column's private mapping: one DP median per category of its source, in one charge.
-
-    Attributes:
-        column: The derived numeric column.
-        source: The category column it is a function of.
-        groups: The source's declared categories, in order (a null source gives a null value).
-        group_budget: The budget of each group's median (the groups compose in parallel).
-        budget: What the whole mapping costs (the group budget times the groups a unit can touch).
-    """
-
-    column: str
-    source: str
-    groups: tuple[str, ...]
-    group_budget: Budget
-    budget: Budget
 
 
 @dataclass(frozen=True)
@@ -168,6 +140,8 @@ class ReleasePlan:
     """``stats:``: every summarised column's plan (stage ``stats``)."""
     mappings: tuple[PlannedMapping, ...] = ()
     """Derived columns with ``mapping: private`` (stage ``bounds``)."""
+    bins: tuple[PlannedBins, ...] = ()
+    """Numeric columns with ``bins: quantiles`` (stage ``bounds``)."""
     spent_share: Fraction = Fraction(1)
     """The reserved total as a fraction of the declared budget (below 1 when shares sum below 1 or a stage
     has nothing to spend on: the rest stays in the lifetime budget)."""
@@ -183,13 +157,16 @@ class ReleasePlan:
         stage_width = max((len(stage) for stage in self.stages), default=0)
         for stage, budget in self.stages.items():
             out.append(f"  stage {stage:<{stage_width}}  {unit}={float(budget.amount):.6g}")
-        kind_width = max([len("bounds") if self.bounds or self.mappings else 0,
+        kind_width = max([len("bounds") if self.bounds or self.mappings or self.bins else 0,
                           *(len(m.stage) for m in self.measurements)])
         what_width = max([*(len(b.column) for b in self.bounds), *(len(p.column) for p in self.mappings),
-                          *(len(m.query) for m in self.measurements), 0])
+                          *(len(q.column) for q in self.bins), *(len(m.query) for m in self.measurements), 0])
         for b in self.bounds:
             out.append(f"    {'bounds':<{kind_width}}  {b.column:<{what_width}}  "
                        f"2 x AboveThreshold epsilon={float(b.run_budget.epsilon):.6g}")
+        for q in self.bins:
+            out.append(f"    {'bounds':<{kind_width}}  {q.column:<{what_width}}  {q.bins} quantile bins: {q.levels} "
+                       f"levels of medians, {unit}={float(q.level_budget.amount):.6g} each")
         for p in self.mappings:
             out.append(f"    {'bounds':<{kind_width}}  {p.column:<{what_width}}  median per {p.source} "
                        f"({len(p.groups)} groups in parallel), {unit}={float(p.budget.amount):.6g}")
@@ -262,11 +239,9 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     stages_all = spec.budget.split(weights)
     stages_all.pop(UNALLOCATED, None)
     measured = spec.schema.measured
-    needs_bounds = [c.name for c in measured if c.numeric and not c.has_public_bounds]
-    needs_values = [c for c in spec.schema.columns if c.private_mapping]
     stages: dict[str, Budget] = {}
     for name, budget in stages_all.items():
-        if name == "bounds" and not needs_bounds and not needs_values:
+        if name == "bounds" and not bounds_stage_needed(spec):
             continue
         if name == "two_way" and not spec.two_way and not spec.auto_pairs:
             continue
@@ -283,23 +258,8 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     total_amount = sum((b.amount for b in stages.values()), Fraction(0))
     total: Budget = PureBudget(total_amount) if spec.definition == "pure" else ZCDPBudget(total_amount)
 
-    if needs_values and "bounds" not in stages:
-        raise SchemaError(f"{where}: allocation.bounds: must be positive: column {needs_values[0].name!r} has "
-                          "mapping: private, found in the bounds stage")
     sensitivity = spec.schema.privacy_unit.max_rows if spec.schema.privacy_unit.id_column else 1
-    bounds: list[PlannedBounds] = []
-    unit = _share(stages["bounds"], 2 * len(needs_bounds) + len(needs_values)) if "bounds" in stages else None
-    mappings = tuple(_plan_mapping(spec, c, unit, sensitivity) for c in needs_values if unit is not None)
-    if needs_bounds:
-        assert unit is not None  # the bounds stage is planned when a column needs bounds
-        per_run = unit
-        try:
-            run_budget = per_run if isinstance(per_run, PureBudget) else pure_from_zcdp_share(per_run)
-        except ParameterError as err:
-            raise SchemaError(f"{where}: allocation.bounds: {err}") from None
-        booked: Budget = (PureBudget(2 * run_budget.epsilon) if spec.definition == "pure"
-                          else ZCDPBudget(run_budget.epsilon**2))
-        bounds = [PlannedBounds(c, run_budget, booked) for c in needs_bounds]
+    bounds, mappings, quantile_bins = plan_bounds_stage(spec, stages.get("bounds"), sensitivity)
 
     measurements: list[PlannedMeasurement] = []
     one_way: list[tuple[str, ...]] = [(c.name,) for c in measured]
@@ -322,6 +282,7 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
             raise SchemaError(f"{where}: {m.query} would have up to {cells} cells; the limit is {MAX_CELLS}")
     budgets = [(m.query, m.budget) for m in measurements] + [(f"bounds({b.column})", b.run_budget) for b in bounds]
     budgets += [(f"mapping({p.column})", p.group_budget) for p in mappings]
+    budgets += [(f"quantile bins({q.column})", q.group_budget) for q in quantile_bins]
     if cliques is not None:
         budgets.append(("each clique", cliques.clique_budget))
     for query, budget in budgets:
@@ -332,21 +293,12 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
                               "measure less")
     return ReleasePlan(
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
-        epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=tuple(bounds),
+        epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=bounds,
         measurements=tuple(measurements), seed=seed, spec=spec, selection=selection, cliques=cliques,
-        statistics=_plan_statistics(spec, stages), mappings=mappings,
+        statistics=_plan_statistics(spec, stages), mappings=mappings, bins=quantile_bins,
         spent_share=total_amount / spec.budget.amount,
     )
 
-
-
-def _plan_mapping(spec: ReleaseSpec, column: Column, budget: Budget, contributions: int) -> PlannedMapping:
-    """One grouped median: the budget covers the groups one privacy unit can touch, min(c, groups)."""
-    assert column.derived_from is not None
-    source = spec.schema.column(column.derived_from)
-    groups = source.categories  # a null source gives a null value: no group of its own
-    touched = min(contributions, len(groups))
-    return PlannedMapping(column.name, source.name, groups, _share(budget, touched), budget)
 
 
 def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]) -> tuple[PlannedStatistics, ...]:
@@ -470,7 +422,7 @@ def _check_hierarchy_components(spec: ReleaseSpec) -> None:
 def _max_size(spec: ReleaseSpec, name: str) -> int:
     """Upper bound of a column's encoded domain size, known before bounds are discovered."""
     col = spec.schema.column(name)
-    extra = 1 if col.nullable else 0
+    extra = (1 if col.nullable else 0) + 2 * len(col.spikes)
     if col.type == "category":
         return len(col.categories) + extra
     assert col.bins is not None
@@ -478,6 +430,8 @@ def _max_size(spec: ReleaseSpec, name: str) -> int:
         return int(col.bins.value) + extra
     if col.bins.kind == "log":
         return 66 + extra
+    if col.bins.kind == "quantiles":  # the ranges, and a bin after each spike
+        return 2 * int(col.bins.value) + extra
     low, high = (col.min, col.max) if col.has_public_bounds else col.search_range or (0.0, 0.0)
     assert low is not None and high is not None
     return int((high - low) // col.bins.value) + 2 + extra

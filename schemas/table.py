@@ -21,7 +21,8 @@ def _column(where: str, name: str, spec: Any) -> Column:
     if not isinstance(spec, dict):
         raise _fail(where, "must be a mapping with at least a 'type'")
     _keys(where, spec, {"type", "nullable", "categories", "min", "max", "search_range", "bins",
-                        "derived_from", "mapping", "resolution", "on_unknown", "description"}, {"type"})
+                        "derived_from", "mapping", "resolution", "spikes", "on_unknown", "description"},
+          {"type"})
     ctype = spec["type"]
     if ctype not in ("int", "float", "category"):
         raise _fail(f"{where}.type", f"({ctype!r}) must be one of int, float, category")
@@ -103,7 +104,30 @@ def _column(where: str, name: str, spec: Any) -> Column:
         name=name, type=ctype, nullable=nullable, categories=categories, min=low, max=high,
         search_range=search, bins=bins, derived_from=derived_from, mapping=mapping, on_unknown=on_unknown,
         private_mapping=spec.get("mapping") == "private", resolution=resolution,
+        spikes=_spikes(where, spec, ctype, (low, high) if low is not None and high is not None else search),
     )
+
+
+def _spikes(where: str, spec: dict[str, Any], ctype: str, span: tuple[float, float] | None) -> tuple[float, ...]:
+    """Public values that get a bin of their own (zero income, a sentinel, a top code)."""
+    if "spikes" not in spec:
+        return ()
+    raw = spec["spikes"]
+    if ctype == "category":
+        raise _fail(f"{where}.spikes", "applies to numeric columns only")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= 64:
+        raise _fail(f"{where}.spikes", "must be a list of 1 to 64 numbers")
+    out: list[float] = []
+    for i, item in enumerate(raw):
+        value = _number(f"{where}.spikes[{i}]", item)
+        if ctype == "int" and value != int(value):
+            raise _fail(f"{where}.spikes[{i}]", f"({value}) must be a whole number for an int column")
+        if span is not None and not span[0] <= value <= span[1]:
+            raise _fail(f"{where}.spikes[{i}]", f"({value}) must lie within min..max (or the search_range)")
+        if value in out:
+            raise _fail(f"{where}.spikes[{i}]", f"({value}) repeats an earlier spike")
+        out.append(float(value))
+    return tuple(sorted(out))
 
 
 def _resolution(where: str, spec: dict[str, Any], ctype: str, low: float | None, high: float | None) -> float | None:
@@ -131,6 +155,8 @@ def _binning(where: str, raw: Any, ctype: str) -> Binning:
         return Binning("width", 1) if ctype == "int" else Binning("count", 32)
     if raw == "log":
         return Binning("log")
+    if raw == "quantiles":
+        return Binning("quantiles", 16)
     if isinstance(raw, dict) and len(raw) == 1:
         ((kind, value),) = raw.items()
         if kind == "width":
@@ -143,7 +169,11 @@ def _binning(where: str, raw: Any, ctype: str) -> Binning:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
                 raise _fail(f"{where}.count", f"({value!r}) must be a whole number from 1 to 10000")
             return Binning("count", value)
-    raise _fail(where, "must be 'log', {width: W} or {count: N}")
+        if kind == "quantiles":
+            if isinstance(value, bool) or value not in (2, 4, 8, 16, 32, 64, 128, 256):
+                raise _fail(f"{where}.quantiles", f"({value!r}) must be a power of two from 2 to 256")
+            return Binning("quantiles", value)
+    raise _fail(where, "must be 'log', 'quantiles', {width: W}, {count: N} or {quantiles: N}")
 
 
 def load_schema(path: Path | str) -> TableSchema:

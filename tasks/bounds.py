@@ -21,7 +21,9 @@ from dprelease.dp.statistics.groups import (
     grid_value,
     group_codes,
     measure_group_quantiles,
+    quantile_edges,
     resolution_grid,
+    value_grid,
 )
 from dprelease.dp.statistics.quantiles import QuantileMechanism
 from dprelease.schemas.plan import ReleasePlan
@@ -127,4 +129,55 @@ def find_mappings(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredMapping
             logger.info("mapping of %s by %s: %d values released (one grouped median, %s)", planned.column,
                         planned.source, len(found), mechanism.sensitivity_text())
             results.append(DiscoveredMapping(planned.column, planned.source, found, record))
+    return results
+
+
+@dataclass(frozen=True)
+class DiscoveredBins:
+    """A numeric column's bin edges at DP quantiles (public).
+
+    Attributes:
+        column: The column.
+        edges: Strictly ascending edges (the lower bound first, the upper bound, or max + 1 for int, last).
+        records: One record per level of medians.
+    """
+
+    column: str
+    edges: tuple[float, ...]
+    records: tuple[MeasurementRecord, ...]
+
+
+@sensitive_task("discover_bins")
+def find_bins(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str) -> list[DiscoveredBins]:
+    """Charge and run the recursive medians of every ``bins: quantiles`` column; returns DP edges (public).
+
+    Values are clipped to the column's public bounds, or to those the bounds stage found (already booked).
+    """
+    if not plan.bins:
+        return []
+    spec = plan.spec
+    logger = get_run_logger()
+    contributions = spec.schema.privacy_unit.max_rows if spec.schema.privacy_unit.id_column else 1
+    found_bounds = {b.column: (b.lower, b.upper) for b in bounds}
+    results = []
+    with Ledger.open(Path(ledger_path)) as ledger:
+        context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
+        for planned in plan.bins:
+            column = spec.schema.column(planned.column)
+            if column.has_public_bounds:
+                assert column.min is not None and column.max is not None
+                low, high = column.min, column.max
+            else:
+                low, high = found_bounds[planned.column]
+            batches, _ = unit_row_groups(spec.data, [planned.column], spec.schema.privacy_unit)
+            values = [np.asarray(pc.cast(batch.column(planned.column), pa.float64(), safe=False)
+                                 .fill_null(float("nan")).to_numpy(zero_copy_only=False), dtype=np.float64)
+                      for batch in batches]
+            edges, records = quantile_edges(
+                np.concatenate(values) if values else np.zeros(0), value_grid(low, high, column.type), planned.bins,
+                planned.group_budget, context, column=planned.column, kind=column.type, upper=high,
+                contributions=contributions, spikes=column.spikes)
+            logger.info("quantile bins of %s: %d bins from %d levels of medians", planned.column, len(edges) - 1,
+                        planned.levels)
+            results.append(DiscoveredBins(planned.column, edges, records))
     return results

@@ -190,7 +190,8 @@ def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray
 
 @sensitive_task("measure_marginals")
 def measure_marginals(
-    plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str, steward: str, dask: str | None = None
+    plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str, steward: str, dask: str | None = None,
+    edges: dict[str, tuple[float, ...]] | None = None,
 ) -> Measured:
     """Charge the ledger and measure every planned marginal and hierarchy level; one noise call each.
 
@@ -200,6 +201,7 @@ def measure_marginals(
     tree grown by the exponential mechanism (charged per round), scored against the noisy 1-ways.
     With a Dask scheduler address (``dask``, else the spec's ``dask.address``) the map of every
     pass runs on that cluster (:class:`Counter`); the reduce and every noise draw stay here.
+    ``edges`` are the bin edges of ``bins: quantiles`` columns, released by the bounds stage.
     """
     spec = plan.spec
     address = dask or spec.dask_address
@@ -213,14 +215,15 @@ def measure_marginals(
         if address is not None:
             get_run_logger().info("counting row groups on the Dask cluster at %s%s", address,
                                   " (in process: contribution bounding)" if spec.schema.privacy_unit.id_column else "")
-        return _measure(plan, spec, bounds, ledger_path, steward, Counter(spec.data, spec.schema.privacy_unit, client))
+        return _measure(plan, spec, bounds, ledger_path, steward, Counter(spec.data, spec.schema.privacy_unit, client),
+                        edges)
 
 
 def _measure(
     plan: ReleasePlan, spec: ReleaseSpec, bounds: list[DiscoveredBounds], ledger_path: str, steward: str,
-    counter: Counter,
+    counter: Counter, edges: dict[str, tuple[float, ...]] | None = None,
 ) -> Measured:
-    domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds})
+    domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds}, edges)
     by_name = {d.name: d for d in domains}
     hierarchies = {h.name: h for h in spec.schema.hierarchies}
     candidates = list(plan.selection.candidates) if plan.selection is not None else []

@@ -22,7 +22,6 @@ from dprelease.reports.audit import budget_table, build_audit, render_markdown
 from dprelease.reports.html import render_html
 from dprelease.schemas.plan import ReleasePlan
 from dprelease.tasks import public_task, sensitive_task
-from dprelease.tasks.bounds import DiscoveredMapping
 from dprelease.tasks.measure import Measured
 from dprelease.tasks.staging import (
     MANIFEST,
@@ -60,17 +59,17 @@ def write_report(
     synthesis: SynthesisResult,
     staging: str,
     statistics: list[MeasurementRecord] | None = None,
-    mappings: list[DiscoveredMapping] | None = None,
+    domain: list[MeasurementRecord] | None = None,
 ) -> None:
     """Render ``audit.json``, ``audit.md`` and ``audit.html`` from the plan, the ledger and the DP outputs.
 
     ``statistics`` are the records of the summary statistics (``stats:``), listed after the synthesis's;
-    ``mappings`` the private mappings (``mapping: private``), listed with the bounds stage's records.
+    ``domain`` those of the bounds stage's private mappings and quantile bins, listed after the bounds'.
     """
     spec = plan.spec
     with Ledger.open(Path(ledger_path)) as ledger:
         charges = ledger.charges(release_id=plan.release_id)
-    measurements = ([m for b in bounds for m in b.measurements] + [m.record for m in mappings or []]
+    measurements = ([m for b in bounds for m in b.measurements] + list(domain or [])
                     + measured.records() + list(statistics or []))
     audit = build_audit(
         plan=plan, spec=spec, schema_sha256=file_sha256(spec.schema_path), charges=charges, before=before,

@@ -41,9 +41,13 @@ BoolArray = npt.NDArray[np.bool_]
 
 @dataclass(frozen=True)
 class Binning:
-    """How a numeric range is cut: ``width`` W, ``count`` N equal bins, or ``log`` (doubling widths)."""
+    """How a numeric range is cut: ``width`` W, ``count`` N equal bins, ``log`` (doubling widths), or ``quantiles``.
 
-    kind: Literal["width", "count", "log"]
+    ``quantiles`` N: about N bins of equal mass at DP quantiles, released by the bounds stage
+    (:func:`dp.statistics.groups.quantile_edges`); a value holding a quantile twice gets a bin of its own.
+    """
+
+    kind: Literal["width", "count", "log", "quantiles"]
     value: float = 0
 
 
@@ -105,9 +109,14 @@ def category_domain(name: str, categories: Sequence[str], *, nullable: bool) -> 
 
 
 def numeric_domain(
-    name: str, kind: Literal["int", "float"], low: float, high: float, binning: Binning, *, nullable: bool
+    name: str, kind: Literal["int", "float"], low: float, high: float, binning: Binning, *, nullable: bool,
+    spikes: Sequence[float] = (),
 ) -> ColumnDomain:
-    """The domain of a numeric column binned inside [low, high] (public or DP-derived bounds)."""
+    """The domain of a numeric column binned inside [low, high] (public or DP-derived bounds).
+
+    Each of ``spikes`` (public values) gets a bin of its own: [s, s + 1) for an int column, [s, next double)
+    for a float one.
+    """
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ParameterError(f"column {name!r}: bounds ({low}, {high}) must be finite with min below max")
     top = high + 1 if kind == "int" else high  # int bins are half-open over whole numbers
@@ -131,9 +140,37 @@ def numeric_domain(
             edges.append(low + offset)
             offset *= 2
         edges.append(top)
+    elif binning.kind == "quantiles":
+        raise ParameterError(f"column {name!r}: quantile bins come from the bounds stage (edges_domain)")
     else:  # pragma: no cover
         raise ParameterError(f"column {name!r}: unknown binning {binning.kind!r}")
-    return ColumnDomain(name, kind, edges=tuple(float(e) for e in edges), nullable=nullable)
+    return ColumnDomain(name, kind, edges=with_spikes(edges, spikes, kind), nullable=nullable)
+
+
+def with_spikes(edges: Sequence[float], spikes: Sequence[float], kind: str) -> tuple[float, ...]:
+    """``edges`` with a bin of its own for every spike inside them (public values; edges stay ascending).
+
+    >>> with_spikes([0.0, 10.0, 20.0], [0.0, 15.0], "int")
+    (0.0, 1.0, 10.0, 15.0, 16.0, 20.0)
+    """
+    low, top = float(edges[0]), float(edges[-1])
+    points = {float(e) for e in edges}
+    for s in spikes:
+        after = float(s) + 1.0 if kind == "int" else math.nextafter(float(s), math.inf)
+        if low <= s < top:
+            points.update(p for p in (float(s), after) if p <= top)
+    return tuple(sorted(points))
+
+
+def edges_domain(name: str, kind: Literal["int", "float"], edges: Sequence[float], *, nullable: bool) -> ColumnDomain:
+    """The domain of a numeric column from released bin edges (DP outputs): strictly ascending, at least two."""
+    points = [float(e) for e in edges]
+    ascending = all(a < b for a, b in itertools.pairwise(points))
+    if len(points) < 2 or any(not math.isfinite(e) for e in points) or not ascending:
+        raise ParameterError(f"column {name!r}: bin edges must be at least two finite, strictly ascending numbers")
+    if kind == "int" and any(not e.is_integer() for e in points):
+        raise ParameterError(f"column {name!r}: bin edges of an int column must be whole numbers")
+    return ColumnDomain(name, kind, edges=tuple(points), nullable=nullable)
 
 
 def encode_numeric(values: FloatArray, domain: ColumnDomain) -> IntArray:

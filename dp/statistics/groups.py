@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -173,3 +174,109 @@ def measure_group_quantiles(
     return noisy_result(mechanism, context, draw, stage=stage, query=query,
                         cells=mechanism.groups * mechanism.mechanism.grid.points, sealed_as="indices",
                         encode=list, decode=lambda payload: [int(i) for i in payload])
+
+
+def value_grid(lower: float, upper: float, kind: str) -> Grid:
+    """The candidate grid of a column's quantiles.
+
+    Whole numbers for an int column (step 1, or a power of two when the range is wider than 2**21), 2**21
+    steps for a float column.
+    """
+    if kind == "int":
+        step = 1.0
+        while (upper - lower) / step > 2 * MAX_HALF_STEPS:
+            step *= 2
+        return resolution_grid(math.floor(lower), upper, step)
+    return Grid(ClipBounds(lower, upper), half_steps=MAX_HALF_STEPS)
+
+
+def quantile_edges(
+    values: FloatArray,
+    grid: Grid,
+    bins: int,
+    group_budget: PureBudget | ZCDPBudget,
+    context: ReleaseContext,
+    *,
+    column: str,
+    kind: str,
+    upper: float,
+    contributions: int = 1,
+    spikes: Sequence[float] = (),
+    stage: str = "bounds",
+    uniform: UniformSource = SECURE_UNIFORM,
+) -> tuple[tuple[float, ...], tuple[MeasurementRecord, ...]]:
+    """Bin edges at DP quantiles, by recursive medians: level ℓ splits each of the 2^ℓ ranges at its median.
+
+    Level 1 releases the median of all values; level 2 the medians of the values below it and of those
+    at or above it; and so on for log2(``bins``) levels. The ranges of a level are fixed by the earlier
+    levels' released values (public), so each level is one :class:`GroupedQuantile` (one charge of
+    ``group_budget`` times the groups a unit can touch, parallel composition), and the levels compose
+    sequentially. A released point outside its range is moved to the nearer end (post-processing).
+
+    Edges (:func:`edges_from_quantiles`): the lower bound, the released values, the upper bound, and after
+    a value released twice (or equal to the lower bound) the next grid value, so that a spike (zero income,
+    a top code) gets a bin of its own.
+
+    Args:
+        values: The column's raw values (NaN for null: dropped), any length.
+        grid: The candidate grid (:func:`value_grid`), its lower end the column's lower bound.
+        bins: A power of two: 2^levels ranges.
+        group_budget: Each group's median budget.
+        context: The ledger and the secure noise source.
+        column: The column (public), for the ledger's queries.
+        kind: ``int`` or ``float``.
+        upper: The column's upper bound (the grid may reach one step beyond it).
+        contributions: Rows per privacy unit.
+        spikes: Public values with a bin of their own: rows holding one are left out of the medians (a
+            choice made row by row, so the sensitivity is unchanged).
+        stage: The ledger stage.
+        uniform: The source of the point inside a selected run.
+
+    Returns:
+        The edges (strictly ascending) and one record per level.
+    """
+    levels = int(bins).bit_length() - 1
+    if levels < 1 or 2**levels != bins:
+        raise ParameterError(f"quantile bins ({bins!r}) must be a power of two, at least 2")
+    lower = grid.bounds.lower
+    finite = np.asarray(values, dtype=np.float64)
+    finite = np.clip(finite[~np.isnan(finite)], lower, upper)
+    if spikes:
+        finite = finite[~np.isin(finite, np.asarray(spikes, dtype=np.float64))]
+    released: list[float] = []
+    records = []
+    places = decimals_of(grid.step) if kind == "int" else 15
+    for level in range(levels):
+        cuts = sorted(released)
+        ranges = [lower, *cuts, upper]
+        groups = np.searchsorted(np.asarray(cuts, dtype=np.float64), finite, side="right").astype(np.int64)
+        codes = group_codes(finite, groups, 2**level, grid)
+        mechanism = GroupedQuantile(QuantileMechanism(grid, Fraction(1, 2), group_budget, contributions), 2**level)
+        drawn, record = measure_group_quantiles(codes, mechanism, context, stage=stage, uniform=uniform,
+                                                query=f"quantile bins of {column}: level {level + 1} of {levels}")
+        for g, index in enumerate(drawn):
+            released.append(min(max(grid_value(grid, index, places), ranges[g]), ranges[g + 1]))
+        records.append(record)
+    return edges_from_quantiles(released, lower, upper, kind, grid.step), tuple(records)
+
+
+def edges_from_quantiles(released: Sequence[float], lower: float, upper: float, kind: str,
+                         step: float) -> tuple[float, ...]:
+    """Bin edges from released quantiles (post-processing); a repeated value (or the lower bound) is a spike.
+
+    >>> edges_from_quantiles([0, 0, 5, 40], -10, 100, "int", 1.0)
+    (-10.0, 0.0, 1.0, 5.0, 40.0, 101.0)
+    >>> edges_from_quantiles([2.5, 7.5], 0.0, 10.0, "float", 0.5)
+    (0.0, 2.5, 7.5, 10.0)
+    """
+    top = math.floor(upper) + 1.0 if kind == "int" else float(upper)
+    low = float(math.floor(lower)) if kind == "int" else float(lower)
+    points = [low, *(float(v) for v in released)]
+    seen: dict[float, int] = {}
+    for v in points:
+        seen[v] = seen.get(v, 0) + 1
+    edges = {low, top, *points}
+    for v, times in seen.items():
+        if times > 1 and v + step < top:
+            edges.add(v + step)
+    return tuple(sorted(e for e in edges if low <= e <= top))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from fractions import Fraction
 
@@ -19,7 +20,9 @@ from dprelease.dp.statistics.groups import (
     grid_value,
     group_codes,
     measure_group_quantiles,
+    quantile_edges,
     resolution_grid,
+    value_grid,
 )
 from dprelease.dp.statistics.quantiles import QuantileMechanism
 from tests.dp.test_statistics_quantiles import SeededSelection
@@ -106,3 +109,32 @@ def test_a_wrong_number_of_groups_is_refused():
         mechanism.draw([np.zeros(1, dtype=np.int64)] * 2, SeededSelection(0), SeededSelection(0))
     with pytest.raises(ParameterError, match=r"groups \(0\) must be"):
         GroupedQuantile(median(grid, 1), 0)
+
+
+def test_quantile_edges_split_at_recursive_medians_and_give_spikes_their_own_bin(ledger):
+    rng = np.random.default_rng(4)
+    values = np.r_[np.zeros(3000), rng.integers(1, 1000, 6000).astype(float), np.full(50, np.nan)]
+    grid = value_grid(-100, 1000, "int")
+    context = ReleaseContext(ledger, "r1", "pure", SeededSelection(5))
+    edges, records = quantile_edges(values, grid, 8, PureBudget(Fraction(2)), context, column="x", kind="int",
+                                    upper=1000, uniform=SeededSelection(6))
+    assert len(records) == 3 and [r.query for r in records][-1] == "quantile bins of x: level 3 of 3"
+    assert edges[0] == -100 and edges[-1] == 1001 and all(a < b for a, b in itertools.pairwise(edges))
+    assert 0.0 in edges and 1.0 in edges  # zero (a third of the rows) is a spike: [0, 1) is a bin of its own
+    assert len(ledger.charges(release_id="r1")) == 3
+    # Declared spikes are left out of the medians: the ranges split the other values; the spike is added later.
+    edges2, _ = quantile_edges(values, grid, 8, PureBudget(Fraction(2)),
+                               ReleaseContext(ledger, "r1", "pure", SeededSelection(7)), column="y", kind="int",
+                               upper=1000, spikes=(0.0,), uniform=SeededSelection(8))
+    inner = [e for e in edges2 if 1 < e < 1000]
+    assert len(inner) >= 6 and all(abs(a - b) < 250 for a, b in zip(inner, np.quantile(values[values > 0][:6000],
+                                                                                       np.arange(1, 8) / 8),
+                                                                      strict=False))
+
+
+def test_quantile_bins_must_be_a_power_of_two(ledger):
+    grid = value_grid(0, 10, "int")
+    with pytest.raises(ParameterError, match=r"quantile bins \(6\) must be a power of two"):
+        quantile_edges(np.zeros(3), grid, 6, PureBudget(Fraction(1)), ReleaseContext(ledger, "r1", "pure",
+                       SeededSelection(0)), column="x", kind="int", upper=10)
+    assert ledger.charges(release_id="r1") == []
