@@ -5,9 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 import dprelease.schemas.categories
+from dprelease.dp.measurement.marginals import count_all
+from dprelease.quality.validation import structural_problems, validate_table
+from dprelease.schemas.encoding import domains_for, rules_for
 from dprelease.schemas.model import SchemaError
 from dprelease.schemas.table import load_schema
 
@@ -162,3 +167,43 @@ def test_integer_codes_work_with_prefix_hierarchies_and_mappings(tmp_path):
     schema = load_schema(tmp_path / "schema.yaml")
     assert schema.hierarchies[0].labels == (("25", "33"),)
     assert dict(schema.column("weight").mapping) == {"1": 3, "2": 4}
+
+
+# --- integer data columns -----------------------------------------------------------------------------------------
+
+def test_an_integer_column_is_matched_as_decimal_strings_and_unknown_codes_follow_on_unknown(tmp_path):
+    doc = ("table: t\ncolumns:\n"
+           "  race: {type: category, categories: {range: [1, 9]}}\n"
+           "  sex: {type: category, nullable: true, categories: ['1', '2', other], on_unknown: other}\n")
+    (tmp_path / "schema.yaml").write_text(doc, encoding="utf-8")
+    schema = load_schema(tmp_path / "schema.yaml")
+    table = pa.table({"race": pa.array([1, 9, 9, 4, 99], pa.int64()),
+                      "sex": pa.array([1, 2, None, 7, 1], pa.uint8())})
+    assert structural_problems(schema, table.schema) == []
+    counts, handling = count_all([table], domains_for(schema, {}), rules_for(schema), [("race",), ("sex",)])
+    assert counts[("race",)].tolist() == [1, 0, 0, 1, 0, 0, 0, 0, 2]  # 99 is unknown: dropped
+    assert counts[("sex",)].tolist() == [1, 1, 1, 1]  # 7 mapped to other; a null has its own code
+    assert handling.dropped_unknown == {"race": 1} and handling.mapped_unknown == {"sex": 1}
+
+
+def test_validation_counts_unknown_integer_codes_without_naming_them(tmp_path):
+    (tmp_path / "schema.yaml").write_text("table: t\ncolumns:\n  race: {type: category, categories: [1, 2, 3]}\n",
+                                          encoding="utf-8")
+    schema = load_schema(tmp_path / "schema.yaml")
+    good = validate_table(pa.table({"race": pa.array([1, 2, 3, 3], pa.int32())}), schema)
+    assert good.success
+    canary = 918273645
+    report = validate_table(pa.table({"race": pa.array(np.array([1, 2, canary, 3]), pa.int64())}), schema)
+    assert report.failed_rules() == ["column 'race': values must be in the 3 declared categories"]
+    (in_set,) = [e for e in report.expectations if e.expectation_type == "expect_column_values_to_be_in_set"]
+    assert in_set.unexpected_count == 1
+    assert str(canary) not in str(report.to_dict())
+    padded = load_schema(_schema(tmp_path / "padded", "['01', '02', other]"))
+    assert [str(p) for p in structural_problems(padded, pa.schema([("code", pa.int64())]))] == [
+        "column 'code': has an integer type (int64) but no declared category is a plain integer code (integers are "
+        "matched as decimal strings: 7 is '7', never '07'); declare the codes as integers, or store the column as "
+        "strings"]
+    assert structural_problems(padded, pa.schema([("code", pa.string())])) == []
+    floats = pa.table({"race": pa.array([1.0, 2.0])})
+    assert [str(p) for p in structural_problems(schema, floats.schema)] == [
+        "column 'race': must have a string, dictionary-of-string or integer type (found double)"]
