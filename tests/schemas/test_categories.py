@@ -8,13 +8,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+import yaml
 
 import dprelease.schemas.categories
 from dprelease.dp.measurement.marginals import count_all
 from dprelease.quality.validation import structural_problems, validate_table
 from dprelease.schemas.encoding import domains_for, rules_for
 from dprelease.schemas.model import SchemaError
+from dprelease.schemas.spec import load_spec
 from dprelease.schemas.table import load_schema
+
+ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
 
 
 def _schema(folder: Path, categories: str, extra: str = "") -> Path:
@@ -207,3 +211,51 @@ def test_validation_counts_unknown_integer_codes_without_naming_them(tmp_path):
     floats = pa.table({"race": pa.array([1.0, 2.0])})
     assert [str(p) for p in structural_problems(schema, floats.schema)] == [
         "column 'race': must have a string, dictionary-of-string or integer type (found double)"]
+
+
+# --- stage shares with nothing to spend on ------------------------------------------------------------------------
+
+def _spec(tmp_path: Path, hierarchies: bool, drop: tuple[str, ...], **changes: object) -> Path:
+    """The Adult example's spec and schema in ``tmp_path``: ``drop`` removes spec keys, ``changes`` sets others."""
+    schema = yaml.safe_load((ADULT / "schema.yaml").read_text(encoding="utf-8"))
+    if not hierarchies:
+        del schema["hierarchies"]
+    (tmp_path / "schema.yaml").write_text(yaml.safe_dump(schema), encoding="utf-8")
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc.update(schema="schema.yaml", data="adult.parquet", **changes)
+    for key in drop:
+        doc.pop(key, None)
+    path = tmp_path / "release.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+NOT_AUTO = ("cliques", "root", "clique_bins")
+
+
+@pytest.mark.parametrize(
+    ("hierarchies", "drop", "changes", "message"),
+    [
+        (False, (), {}, "allocation.hierarchy: must be 0 or absent: the schema declares no hierarchy; drop the key "
+                        "or move its share to one_way or cliques"),
+        (False, NOT_AUTO, {"two_way": [["age", "sex"]],
+                           "allocation": {"bounds": 0.05, "one_way": 0.45, "two_way": 0.4, "hierarchy": 0.1}},
+         "allocation.hierarchy: must be 0 or absent: the schema declares no hierarchy; drop the key or move its "
+         "share to one_way or two_way"),
+        (True, (), {"allocation": {"bounds": 0.05, "one_way": 0.4, "selection": 0.04, "cliques": 0.41,
+                                   "hierarchy": 0.05, "stats": 0.05}},
+         "allocation.stats: must be 0 or absent without stats; drop the key or move its share to one_way or cliques "
+         "(or ask for stats:)"),
+        (True, NOT_AUTO, {"two_way": [["age", "sex"]]},
+         "allocation.cliques: must be 0 or absent unless cliques is auto; drop the key or move its share to one_way "
+         "or two_way (or set cliques: auto)"),
+        (True, NOT_AUTO, {"allocation": {"bounds": 0.05, "one_way": 0.8, "selection": 0.1, "hierarchy": 0.05}},
+         "allocation.selection: must be 0 or absent unless two_way or cliques is auto; drop the key or move its "
+         "share to one_way"),
+    ],
+)
+def test_a_share_with_nothing_to_spend_on_says_where_it_should_go(tmp_path, hierarchies, drop, changes, message):
+    path = _spec(tmp_path, hierarchies, drop, **changes)
+    with pytest.raises(SchemaError, match=re.escape(message)) as info:
+        load_spec(path)
+    assert str(info.value).startswith(f"{path}: allocation.") and "\n" not in str(info.value)
