@@ -59,8 +59,8 @@ def declared_categories(where: str, raw: Any, folder: Path) -> tuple[str, ...]:
     for i, value in enumerate(raw):
         code = _code(f"{where}[{i}]", value)
         if code in position:
-            raise _fail(f"{where}[{i}]", f"duplicates an earlier category, [{position[code]}] (after Unicode "
-                        "normalisation; an integer stands for its decimal string, so 1 and '1' are one category)")
+            raise _fail(f"{where}[{i}]", f"duplicates an earlier category (after Unicode normalisation), "
+                        f"[{position[code]}]; an integer stands for its decimal string, so 1 and '1' are one category")
         position[code] = i
     return tuple(position)
 

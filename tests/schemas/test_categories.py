@@ -56,8 +56,8 @@ def test_integer_codes_stand_for_their_decimal_strings(tmp_path):
 @pytest.mark.parametrize(
     ("categories", "message"),
     [
-        ("[1, '1']", "categories[1]: duplicates an earlier category, [0] (after Unicode normalisation; an "
-                     "integer stands for its decimal string, so 1 and '1' are one category)"),
+        ("[1, '1']", "categories[1]: duplicates an earlier category (after Unicode normalisation), [0]; an "
+                     "integer stands for its decimal string, so 1 and '1' are one category"),
         ("[true, false]", "categories[0]: (true) must be a string or a whole number (quote codes that are not plain "
                           "integers, such as '01' with its leading zero); unquoted true/false/yes/no/on/off"),
         ("[yes, no]", "categories[0]: (true) must be a string or a whole number"),
