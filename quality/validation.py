@@ -18,6 +18,7 @@ Great Expectations takes seconds to import, so it is imported inside the functio
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections import Counter
 from collections.abc import Collection, Iterable
@@ -157,6 +158,10 @@ def _is_string(arrow_type: pa.DataType) -> bool:
                 or pa.types.is_string_view(arrow_type))
 
 
+_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")
+"""The decimal string of an integer: the categories an integer column's values can be."""
+
+
 def _type_rule(column: Column, arrow_type: pa.DataType) -> str | None:
     """The type rule ``arrow_type`` breaks for ``column``, or None when it fits."""
     if column.type == "int":
@@ -165,9 +170,13 @@ def _type_rule(column: Column, arrow_type: pa.DataType) -> str | None:
     elif column.type == "float":
         if not (pa.types.is_floating(arrow_type) or pa.types.is_integer(arrow_type)):
             return f"must have a floating-point or integer type (found {arrow_type})"
-    elif not (_is_string(arrow_type) or (pa.types.is_dictionary(arrow_type)
-                                         and _is_string(arrow_type.value_type))):
-        return f"must have a string or dictionary-of-string type (found {arrow_type})"
+    elif not (_is_string(arrow_type) or pa.types.is_integer(arrow_type)
+              or (pa.types.is_dictionary(arrow_type) and _is_string(arrow_type.value_type))):
+        return f"must have a string, dictionary-of-string or integer type (found {arrow_type})"
+    elif pa.types.is_integer(arrow_type) and not any(_DECIMAL.fullmatch(c) for c in column.categories):
+        return (f"has an integer type ({arrow_type}) but no declared category is a plain integer code (integers "
+                "are matched as decimal strings: 7 is '7', never '07'); declare the codes as integers, or store "
+                "the column as strings")
     return None
 
 
@@ -176,8 +185,8 @@ def structural_problems(schema: TableSchema, arrow_schema: pa.Schema) -> list[Pr
 
     Every declared column (derived ones too) must be present exactly once with a fitting
     physical type: an Arrow integer for ``int``; floating-point or integer for ``float``;
-    string, large_string, string_view or dictionary-of-string for ``category``. Undeclared
-    columns are ignored (duplicated ones included).
+    string, large_string, string_view, dictionary-of-string or integer (7 is the category ``"7"``)
+    for ``category``. Undeclared columns are ignored (duplicated ones included).
 
     Args:
         schema: The table schema.
@@ -303,7 +312,7 @@ def _quiet_great_expectations() -> None:
 
 
 def _canonical(chunked: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
-    """One type per kind: strings for categories, float64 for floats, integers unchanged."""
+    """One type per kind: strings for categories (7 becomes "7"), float64 for floats, integers unchanged."""
     if column.type == "category":
         return chunked.cast(pa.string())
     if pa.types.is_floating(chunked.type):

@@ -48,7 +48,8 @@ class Column:
         name: The column name in the Parquet file.
         type: ``int``, ``float`` or ``category`` (strings from a declared list).
         nullable: Whether nulls are part of the domain (they get a code of their own).
-        categories: The declared categories of a ``category`` column.
+        categories: The declared categories of a ``category`` column, as NFC strings (an integer code
+            declared as an integer is its decimal string; ``schemas.categories``).
         min: Public lower bound of a numeric column, or None when it is discovered with SVT.
         max: Public upper bound, or None.
         search_range: Where SVT may look for bounds when none are public.

@@ -72,6 +72,29 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
 
+class SpelledInt(int):
+    """An integer that the YAML file spells otherwise than as its decimal form.
+
+    YAML 1.1 reads ``010`` as 8 (octal), ``0x1F`` as 31, ``1:30`` as 90 and ``1_000`` as 1000. Such an
+    integer behaves as the number it is everywhere, and keeps ``text``, what the file says, so that
+    code lists (``categories``) can refuse it: a census code ``01`` must be quoted to stay ``01``.
+    """
+
+    text: str
+
+
+def _construct_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
+    value = loader.construct_yaml_int(node)
+    if str(node.value) == str(value):
+        return value
+    spelled = SpelledInt(value)
+    spelled.text = str(node.value)
+    return spelled
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
 def _resolve(path: Path) -> Path:
     try:
         return path.resolve()

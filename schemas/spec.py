@@ -62,13 +62,15 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         raise _fail(f"{where}: allocation.hierarchy",
                     f"must be positive: the schema declares hierarchy {schema.hierarchies[0].name}")
     if not schema.hierarchies and allocation["hierarchy"] > 0:
-        raise _fail(f"{where}: allocation.hierarchy", "must be 0 or absent: the schema declares no hierarchy")
+        raise _fail(f"{where}: allocation.hierarchy", "must be 0 or absent: the schema declares no hierarchy; drop "
+                    f"the key or move its share to {_spent_on(doc)}")
 
     stats = _stats(f"{where}: stats", doc.get("stats"), schema)
     if stats and allocation["stats"] <= 0:
         raise _fail(f"{where}: allocation.stats", "must be positive when stats are asked for")
     if not stats and allocation["stats"] > 0:
-        raise _fail(f"{where}: allocation.stats", "must be 0 or absent without stats")
+        raise _fail(f"{where}: allocation.stats", "must be 0 or absent without stats; drop the key or move its "
+                    f"share to {_spent_on(doc)} (or ask for stats:)")
 
     weighting = doc.get("weighting", "cells")
     if weighting not in ("cells", "balanced", "equal"):
@@ -137,6 +139,13 @@ def _allocation(where: str, raw_alloc: Any, schema: TableSchema) -> dict[str, Fr
     return allocation
 
 
+def _spent_on(doc: dict[str, Any]) -> str:
+    """The stages a share with nothing to spend on can move to: those this spec's model measures."""
+    if doc.get("cliques") == "auto":
+        return "one_way or cliques"
+    return "one_way or two_way" if doc.get("two_way") else "one_way"
+
+
 def _cliques(where: str, doc: dict[str, Any], schema: TableSchema,
              allocation: dict[str, Fraction]) -> tuple[bool, str | None, int]:
     """``cliques: auto`` with its ``root`` and ``clique_bins``, checked against the allocation."""
@@ -160,7 +169,8 @@ def _cliques(where: str, doc: dict[str, Any], schema: TableSchema,
             if key in doc:
                 raise _fail(f"{where}: {key}", "applies to cliques: auto only")
         if allocation["cliques"] > 0:
-            raise _fail(f"{where}: allocation.cliques", "must be 0 or absent unless cliques is auto")
+            raise _fail(f"{where}: allocation.cliques", "must be 0 or absent unless cliques is auto; drop the key or "
+                        f"move its share to {_spent_on(doc)} (or set cliques: auto)")
     return auto_cliques, root, clique_bins
 
 
@@ -174,7 +184,8 @@ def _pairs(where: str, raw_pairs: Any, schema: TableSchema, allocation: dict[str
         if allocation["selection"] <= 0 or allocation["two_way"] <= 0:
             raise _fail(f"{where}: allocation", "two_way: auto needs positive selection and two_way shares")
     elif allocation["selection"] > 0 and not auto_cliques:
-        raise _fail(f"{where}: allocation.selection", "must be 0 or absent unless two_way or cliques is auto")
+        raise _fail(f"{where}: allocation.selection", "must be 0 or absent unless two_way or cliques is auto; drop "
+                    f"the key or move its share to {'one_way or two_way' if raw_pairs else 'one_way'}")
     elif raw_pairs is not None and not isinstance(raw_pairs, list):
         raise _fail(f"{where}: two_way", "must be 'auto' or a list of column pairs")
     for i, pair in enumerate(raw_pairs or []):

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dprelease.dp.measurement.marginals import Binning
+from dprelease.schemas.categories import declared_categories, declared_label
 from dprelease.schemas.model import _NAME, Column, Hierarchy, PrivacyUnit, TableSchema, _fail
 from dprelease.schemas.reading import _keys, _load_yaml, _number
 
@@ -15,7 +16,7 @@ def _normal(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
-def _column(where: str, name: str, spec: Any) -> Column:
+def _column(where: str, name: str, spec: Any, folder: Path) -> Column:
     if not isinstance(name, str) or not _NAME.match(name):
         raise _fail(where, "column names must be 1-128 characters of letters, digits, '_', '.' or '-'")
     if not isinstance(spec, dict):
@@ -33,18 +34,8 @@ def _column(where: str, name: str, spec: Any) -> Column:
     categories: tuple[str, ...] = ()
     on_unknown = spec.get("on_unknown", "drop")
     if ctype == "category":
-        raw = spec.get("categories")
-        if not isinstance(raw, list) or not raw:
-            raise _fail(f"{where}.categories", "must be a non-empty list for a category column")
-        seen: set[str] = set()
-        for i, value in enumerate(raw):
-            if not isinstance(value, str) or not value:
-                raise _fail(f"{where}.categories[{i}]", "must be a non-empty string")
-            key = _normal(value)
-            if key in seen:
-                raise _fail(f"{where}.categories[{i}]", "duplicates an earlier category (after Unicode normalisation)")
-            seen.add(key)
-        categories = tuple(_normal(v) for v in raw)
+        categories = declared_categories(f"{where}.categories", spec.get("categories"), folder)
+        on_unknown = declared_label(on_unknown)
         if on_unknown != "drop" and on_unknown not in categories:
             raise _fail(f"{where}.on_unknown", "must be 'drop' or one of the declared categories")
         for key in ("min", "max", "search_range", "bins"):
@@ -193,7 +184,7 @@ def load_schema(path: Path | str) -> TableSchema:
     raw_columns = doc["columns"]
     if not isinstance(raw_columns, dict) or not raw_columns:
         raise _fail(f"{where}: columns", "must be a non-empty mapping of column name to its domain")
-    columns = tuple(_column(f"{where}: columns.{name}", name, spec) for name, spec in raw_columns.items())
+    columns = tuple(_column(f"{where}: columns.{name}", name, spec, file.parent) for name, spec in raw_columns.items())
     names = [c.name for c in columns]
     for col in columns:
         if col.derived_from is None:

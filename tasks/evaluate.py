@@ -28,9 +28,10 @@ from dprelease.quality.kanonymity import k_anonymity_comparison
 from dprelease.quality.risk import closest_record_distances, exact_match_share
 from dprelease.quality.utility import utility
 from dprelease.reports.internal_html import render_internal_html
+from dprelease.schemas.model import TableSchema
 from dprelease.schemas.plan import ReleasePlan
 from dprelease.tasks import sensitive_task
-from dprelease.tasks.ingest import dataset_schema, open_parquet, parquet_files, row_groups
+from dprelease.tasks.ingest import categories_as_strings, dataset_schema, open_parquet, parquet_files, row_groups
 from dprelease.tasks.staging import file_sha256, write_internal
 
 IntArray = npt.NDArray[np.int64]
@@ -89,8 +90,8 @@ class _RealPass:
     :data:`EVALUATION_ROWS` rows is kept whole.
     """
 
-    def __init__(self, data: Path, columns: Sequence[str], rows: int) -> None:
-        self.data, self.columns = data, list(columns)
+    def __init__(self, data: Path, schema: TableSchema, rows: int) -> None:
+        self.data, self.schema, self.columns = data, schema, list(schema.names)
         order = secure_order(rows, min(rows, EVALUATION_ROWS)) if rows else np.zeros(0, dtype=np.int64)
         self.ascending = np.sort(order)
         self.order = np.searchsorted(self.ascending, order).astype(np.int64)
@@ -100,7 +101,8 @@ class _RealPass:
 
     def __iter__(self) -> Iterator[pa.Table]:
         offset = 0
-        for batch in row_groups(self.data, self.columns):
+        for raw in row_groups(self.data, self.columns):
+            batch = categories_as_strings(raw, self.schema)  # integer codes in the synthetic table's form
             start, stop = np.searchsorted(self.ascending, [offset, offset + batch.num_rows])
             if stop - start == batch.num_rows:
                 self.parts.append(batch)
@@ -116,7 +118,7 @@ class _RealPass:
             for _ in self:
                 pass
         if not self.parts:
-            return dataset_schema(self.data).empty_table().select(self.columns)
+            return categories_as_strings(dataset_schema(self.data).empty_table().select(self.columns), self.schema)
         return pa.concat_tables(self.parts)
 
 
@@ -151,7 +153,7 @@ def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, stewa
         synthetic.take(pa.array(np.sort(chooser.choice(synthetic.num_rows, EXACT_MATCH_ROWS, replace=False))))
     quasi = list(spec.schema.quasi_identifiers)
     checks = bool(quasi) and real_rows >= 2 and synthetic_rows >= 1
-    real_pass = _RealPass(spec.data, columns, real_rows)
+    real_pass = _RealPass(spec.data, spec.schema, real_rows)
     exact = exact_match_share(real_pass, matching, columns) if checks else None  # the one read of the real rows
     real = real_pass.sample()
     evaluated = {

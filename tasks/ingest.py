@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from prefect import get_run_logger
 
@@ -182,6 +183,22 @@ def unit_row_groups(
             yield batch.filter(pa.array(keep))
 
     return filtered(), bounded
+
+
+def categories_as_strings(table: pa.Table, schema: TableSchema) -> pa.Table:
+    """``table`` with its integer-typed category columns as decimal strings (7 becomes ``"7"``).
+
+    Integer-coded categories are declared, counted and released as the decimal strings of their codes
+    (``schemas.categories``, ``dp.measurement.marginals``): the synthetic table's category columns are
+    strings. Real rows compared with synthetic ones take the same form first.
+    """
+    for column in schema.columns:
+        if column.type != "category" or column.name not in table.column_names:
+            continue
+        index = table.column_names.index(column.name)
+        if pa.types.is_integer(table.schema.field(index).type):
+            table = table.set_column(index, column.name, pc.cast(table.column(index), pa.string()))
+    return table
 
 
 def read_table(path: Path, columns: Sequence[str]) -> pa.Table:

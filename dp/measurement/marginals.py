@@ -350,7 +350,11 @@ def _nfc_retry(strings: pa.ChunkedArray, index: pa.ChunkedArray, domain: ColumnD
 
 
 def _encode_category(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes, BoolArray | None, BoolArray | None]:
-    """Codes of a category column, with its null and unknown (outside the domain) rows, or None."""
+    """Codes of a category column, with its null and unknown (outside the domain) rows, or None.
+
+    Values are matched as strings: an integer column's value 7 is the category ``"7"`` (its decimal
+    string, how integer codes are declared), never ``"07"``.
+    """
     if pa.types.is_dictionary(column.type):
         column = pc.cast(column, pa.string())
     lookup = pa.array(domain.categories, type=pa.string())
