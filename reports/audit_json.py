@@ -2,9 +2,10 @@
 
 :func:`audit_as_dict` is the only place that turns an audit into JSON values. Its key order is the
 order of ``audit.json``, which the manifest hashes and ``dprelease verify`` checks: a change here
-changes every published file. :func:`audit_from_dict` is its inverse, to read a published
-``audit.json`` back: ``audit_to_json(audit_from_json(text)) == text`` for the audits this version
-writes.
+changes every published file. :func:`audit_from_dict` is its inverse, used where a published
+``audit.json`` is read back (``dprelease report``, the evaluation task, the Prefect artifacts):
+``audit_from_json(audit_to_json(audit)) == audit``, and ``audit_to_json(audit_from_json(text)) == text``
+for the text of any audit written by this version.
 
 Audits written before a key was added still parse: the keys added after format
 ``dprelease-audit/1`` was introduced (``budget.share_of_declared`` and ``budget.share_note``,

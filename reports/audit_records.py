@@ -1,7 +1,9 @@
-"""The public privacy audit as typed records: the sections of ``audit.json``, one record each.
+"""The public privacy audit as typed records: what :func:`reports.audit.build_audit` assembles.
 
-Their one JSON form, ``audit.json``, is written and read by :mod:`reports.audit_json`. Records are
-frozen; sequences are tuples.
+The renderers (:func:`reports.audit.render_markdown`, :func:`reports.audit.budget_table`,
+:func:`reports.html.render_html`, :func:`reports.internal_html.render_internal_html`) read these
+records' attributes. Their one JSON form, ``audit.json``, is written and read by
+:mod:`reports.audit_json`. Records are frozen; sequences are tuples.
 """
 
 from __future__ import annotations
