@@ -404,6 +404,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Re-render the human-readable reports from ``audit.json`` (a pure function of it)."""
     from dprelease.reports.audit import render_markdown
+    from dprelease.reports.audit_json import audit_from_json
     from dprelease.reports.html import render_html
 
     root = Path(args.release_dir)
@@ -411,7 +412,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not audit_path.is_file():
         print(f"dprelease report: {audit_path} not found", file=sys.stderr)
         return EXIT_USAGE
-    audit = json.loads(audit_path.read_text(encoding="utf-8"))
+    audit = audit_from_json(audit_path.read_text(encoding="utf-8"))
     (root / "audit.html").write_text(render_html(audit), encoding="utf-8")
     (root / "audit.md").write_text(render_markdown(audit), encoding="utf-8")
     print(f"wrote {root / 'audit.html'} and {root / 'audit.md'}")

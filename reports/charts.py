@@ -8,7 +8,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from dprelease.reports.html_parts import _esc, _num, _pct, _unit, _value
+from dprelease.dp.errors import InternalError
+from dprelease.reports.audit_records import Lifetime, Measurement, StageBudget
+from dprelease.reports.html_parts import _esc, _num, _pct, _unit
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -105,14 +107,14 @@ def _style_value_axis(ax: Axes, axis: Literal["x", "y"] = "x") -> None:
     ax.tick_params(length=0)
 
 
-def _draw_stage_budget(fig: Figure, stages: Sequence[Mapping[str, Any]], release_total: float | None, unit: str,
+def _draw_stage_budget(fig: Figure, stages: Sequence[StageBudget], release_total: float | None, unit: str,
                        colours: Mapping[str, str]) -> None:
     from matplotlib.patches import Patch
 
     ax = fig.add_subplot()
-    names = [str(s["stage"]) for s in stages]
-    booked = [_value(s.get("booked")) or 0.0 for s in stages]
-    allocated = [_value(s.get("allocated")) for s in stages]
+    names = [s.stage for s in stages]
+    booked = [s.booked.value for s in stages]
+    allocated = [None if s.allocated is None else s.allocated.value for s in stages]
     ys = list(range(len(stages)))[::-1]
     ax.barh(ys, booked, height=0.56, color=[colours[n] for n in names], zorder=2)
     alloc_y = [y for y, a in zip(ys, allocated, strict=True) if a is not None]
@@ -137,14 +139,14 @@ def _draw_stage_budget(fig: Figure, stages: Sequence[Mapping[str, Any]], release
     fig.legend(handles=handles, loc="outside upper right", ncols=2, frameon=False)
 
 
-def _draw_lifetime(fig: Figure, life: Mapping[str, Any], unit: str, cap_label: str) -> None:
+def _draw_lifetime(fig: Figure, life: Lifetime, unit: str, cap_label: str) -> None:
     from matplotlib.patches import Patch
 
     ax = fig.add_subplot()
-    cap = _value(life.get("cap")) or 0.0
-    before = _value(life.get("spent_before")) or 0.0
-    this = _value(life.get("this_release")) or 0.0
-    remaining = max(_value(life.get("remaining_after")) or 0.0, 0.0)
+    cap = life.cap.value
+    before = life.spent_before.value
+    this = life.this_release.value
+    remaining = max(life.remaining_after.value, 0.0)
     other = max(cap - before - this - remaining, 0.0)
     if other <= cap * 1e-9:
         other = 0.0
@@ -167,7 +169,7 @@ def _draw_lifetime(fig: Figure, life: Mapping[str, Any], unit: str, cap_label: s
         left += width
     ax.axvline(cap, color=_INK, linewidth=1.6, zorder=4)
     ax.text(cap, 0.42, f"lifetime cap {cap_label}", ha="right", va="bottom", fontsize=8.5, weight="bold")
-    release_cap = _value(life.get("per_release_cap"))
+    release_cap = None if life.per_release_cap is None else life.per_release_cap.value
     if release_cap is not None and cap:
         x = before + release_cap
         if x <= cap:
@@ -183,7 +185,7 @@ def _draw_lifetime(fig: Figure, life: Mapping[str, Any], unit: str, cap_label: s
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), frameon=False)
 
 
-def _draw_noise(fig: Figure, rows: Sequence[Mapping[str, Any]], colours: Mapping[str, str]) -> None:
+def _draw_noise(fig: Figure, rows: Sequence[Measurement], colours: Mapping[str, str]) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
@@ -195,9 +197,9 @@ def _draw_noise(fig: Figure, rows: Sequence[Mapping[str, Any]], colours: Mapping
     stage_of: list[str] = []
     y = 0.0
     current: str | None = None
-    plotted: list[tuple[float, Mapping[str, Any]]] = []
+    plotted: list[tuple[float, str, float, float | None]] = []
     for m in rows:
-        stage = str(m["stage"])
+        stage = m.stage
         if stage != current:
             if current is not None:
                 y += 0.6
@@ -207,16 +209,16 @@ def _draw_noise(fig: Figure, rows: Sequence[Mapping[str, Any]], colours: Mapping
             stage_of.append(stage)
             y += 1.0
             current = stage
-        labels.append(str(m["query"]))
+        labels.append(m.query)
         positions.append(y)
         stage_of.append(stage)
-        plotted.append((y, m))
+        if m.noise_std is None:
+            raise InternalError("_draw_noise: a measurement without noise_std cannot be charted")
+        plotted.append((y, stage, float(m.noise_std), None if m.ci95_halfwidth is None else float(m.ci95_halfwidth)))
         y += 1.0
-    widest = max(float(m["ci95_halfwidth"] or m["noise_std"]) for _, m in plotted)
-    for yy, m in plotted:
-        std = float(m["noise_std"])
-        ci = float(m["ci95_halfwidth"]) if m.get("ci95_halfwidth") is not None else None
-        colour = colours[str(m["stage"])]
+    widest = max(float(ci or std) for _, _, std, ci in plotted)
+    for yy, stage, std, ci in plotted:
+        colour = colours[stage]
         ax.barh([yy], [2 * std], left=-std, height=0.55, color=colour, alpha=0.9, zorder=2)
         if ci is not None:
             ax.errorbar([0.0], [yy], xerr=[ci], fmt="none", ecolor=_INK, elinewidth=1.0, capsize=3, zorder=3)

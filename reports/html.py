@@ -1,6 +1,7 @@
 """Self-contained HTML renderings of the audit report (public) and the utility report (steward-only).
 
-:func:`render_html` is a pure function of :func:`reports.audit.build_audit`'s output: the same audit
+:func:`render_html` is a pure function of the :class:`reports.audit_records.Audit` that
+:func:`reports.audit.build_audit` assembles: the same audit
 gives the same bytes, so re-running a release reproduces its public files exactly. The page needs no
 network when opened: the CSS is inline, there is no script, and the charts are PNG images embedded
 as ``data:`` URIs; a Content-Security-Policy meta tag forbids any other resource. Every string from
@@ -18,8 +19,8 @@ stays cheap.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from dprelease.reports.audit_records import AUDIT_FORMAT, Amount, Audit, Measurement
 from dprelease.reports.charts import (
     _MUTED,
     _WIDTH_IN,
@@ -36,7 +37,6 @@ from dprelease.reports.html_parts import (
     _code,
     _dl,
     _esc,
-    _exact,
     _num,
     _pct,
     _sci_html,
@@ -44,7 +44,6 @@ from dprelease.reports.html_parts import (
     _short,
     _table,
     _unit,
-    _value,
 )
 
 __all__ = ["render_html"]
@@ -136,70 +135,58 @@ def _page(title: str, body: str) -> str:
 # ----------------------------------------------------------------------------------------- public page
 
 
-def _budget_text(audit: Mapping[str, Any]) -> tuple[str, str]:
+def _budget_text(audit: Audit) -> tuple[str, str]:
     """The declared (epsilon, delta) as HTML, and as chart text."""
-    declared = audit.get("budget", {}).get("declared", {})
-    eps = _value(declared.get("epsilon"))
-    delta = float(declared.get("delta", audit.get("privacy", {}).get("delta", 0.0)) or 0.0)
+    declared = audit.budget.declared
+    eps = declared.epsilon.value
+    delta = float(declared.delta)
     html_text = f"({_esc(_num(eps))}, {_sci_html(delta)})"
     return html_text, f"ε = {_num(eps)}, δ = {_num(delta)}"
 
 
-def _header(audit: Mapping[str, Any], kicker: str) -> str:
-    privacy = audit.get("privacy", {})
-    table = audit.get("table")
-    table_text = f" · table {_code(table)}" if table is not None else ""
+def _header(audit: Audit, kicker: str) -> str:
     return (
         f'<header class="top"><div class="kicker">{_esc(kicker)}</div>'
-        f"<h1>Dataset {_esc(audit.get('dataset', '?'))}</h1>"
-        f'<div class="sub">Release {_code(audit.get("release_id", "?"))}{table_text}'
-        f" · {_esc(privacy.get('definition', ''))}</div></header>"
+        f"<h1>Dataset {_esc(audit.dataset)}</h1>"
+        f'<div class="sub">Release {_code(audit.release_id)} · table {_code(audit.table)}'
+        f" · {_esc(audit.privacy.definition)}</div></header>"
     )
 
 
-def _cards(audit: Mapping[str, Any]) -> str:
-    budget = audit.get("budget", {})
-    privacy = audit.get("privacy", {})
-    life = audit.get("lifetime", {})
-    unit = str(budget.get("unit", "epsilon"))
+def _cards(audit: Audit) -> str:
+    budget, privacy, life = audit.budget, audit.privacy, audit.lifetime
     eps_delta, _ = _budget_text(audit)
-    definition = str(privacy.get("definition", "–"))
+    definition = privacy.definition
     cards = [
-        _card("Definition", _esc(definition), _esc(privacy.get("unit", "")), long=len(definition) > 18),
+        _card("Definition", _esc(definition), _esc(privacy.unit), long=len(definition) > 18),
         _card("Declared (ε, δ)", eps_delta, "budget of this release"),
     ]
-    booked = _value(budget.get("booked"))
     note = ""
-    conv = budget.get("booked_as_epsilon_delta")
-    if conv:
-        note = f"as (ε, δ) = ({_esc(_num(_value(conv.get('epsilon'))))}, {_sci_html(conv.get('delta', 0.0))})"
-    cards.append(_card(f"Booked {_unit(unit)}", _esc(_num(booked, 4)), note))
-    cap = _value(life.get("cap"))
-    used = (_value(life.get("spent_before")) or 0.0) + (_value(life.get("this_release")) or 0.0)
+    if (conv := budget.booked_as_epsilon_delta) is not None:
+        note = f"as (ε, δ) = ({_esc(_num(conv.epsilon.value))}, {_sci_html(conv.delta)})"
+    cards.append(_card(f"Booked {_unit(budget.unit)}", _esc(_num(budget.booked.value, 4)), note))
+    cap = life.cap.value
+    used = life.spent_before.value + life.this_release.value
     cards.append(_card("Lifetime used", _esc(_pct(used, cap)),
-                       f"of a cap of {_esc(_num(cap, 4))} {_esc(_unit(unit))}; never renewed"))
+                       f"of a cap of {_esc(_num(cap, 4))} {_esc(_unit(budget.unit))}; never renewed"))
     return '<div class="cards">' + "".join(cards) + "</div>"
 
 
-def _protection(audit: Mapping[str, Any]) -> str:
-    privacy = audit.get("privacy", {})
-    labels = (("unit", "Privacy unit"), ("neighbouring", "Neighbouring datasets"), ("definition", "Definition"),
-              ("accountant", "Accountant"), ("conversion", "Conversion to (ε, δ)"), ("delta", "δ"),
-              ("noise", "Noise"))
-    items = []
-    for key, label in labels:
-        if key in privacy:
-            value = privacy[key]
-            items.append((label, _sci_html(value) if key == "delta" else _esc(value)))
+def _protection(audit: Audit) -> str:
+    privacy = audit.privacy
+    items = [("Privacy unit", _esc(privacy.unit)), ("Neighbouring datasets", _esc(privacy.neighbouring)),
+             ("Definition", _esc(privacy.definition)), ("Accountant", _esc(privacy.accountant)),
+             ("Conversion to (ε, δ)", _esc(privacy.conversion)), ("δ", _sci_html(privacy.delta)),
+             ("Noise", _esc(privacy.noise))]
     return _section("protection", "What is protected", _dl(items),
                     "The guarantee below covers every file of this release; it is stated for one privacy unit.")
 
 
-def _stage_section(audit: Mapping[str, Any], colours: Mapping[str, str]) -> str:
-    budget = audit.get("budget", {})
-    unit = str(budget.get("unit", "epsilon"))
-    stages = list(budget.get("stages", []))
-    release_total = _value(budget.get("reserved"))
+def _stage_section(audit: Audit, colours: Mapping[str, str]) -> str:
+    budget = audit.budget
+    unit = budget.unit
+    stages = budget.stages
+    release_total = budget.reserved.value
     parts = []
     if stages:
         chart = _chart(_WIDTH_IN, 0.75 + 0.5 * len(stages),
@@ -209,21 +196,19 @@ def _stage_section(audit: Mapping[str, Any], colours: Mapping[str, str]) -> str:
         parts.append(chart)
     rows = []
     for s in stages:
-        name = str(s["stage"])
         rows.append([
-            f'<span class="swatch" style="background:{colours[name]}"></span>{_code(name)}',
-            _amount(s.get("allocated"), unit),
-            _amount(s.get("booked"), unit),
-            _esc(_pct(_value(s.get("booked")), release_total)),
+            f'<span class="swatch" style="background:{colours[s.stage]}"></span>{_code(s.stage)}',
+            _amount(s.allocated, unit),
+            _amount(s.booked, unit),
+            _esc(_pct(s.booked.value, release_total)),
         ])
-    rows.append(["<strong>total</strong>", _amount(budget.get("reserved"), unit), _amount(budget.get("booked"), unit),
-                 _esc(_pct(_value(budget.get("booked")), release_total))])
+    rows.append(["<strong>total</strong>", _amount(budget.reserved, unit), _amount(budget.booked, unit),
+                 _esc(_pct(budget.booked.value, release_total))])
     u = _unit(unit)
     parts.append(_table(["stage", f"allocated {u}", f"booked {u}", "share of release budget"], rows, cls="num"))
-    conv = budget.get("booked_as_epsilon_delta")
-    if conv:
-        parts.append(f'<p class="small">Booked {_esc(u)} as (ε, δ): ({_esc(_num(_value(conv.get("epsilon")), 6))}, '
-                     f"{_sci_html(conv.get('delta', 0.0))}). Hover an amount for its exact rational value.</p>")
+    if (conv := budget.booked_as_epsilon_delta) is not None:
+        parts.append(f'<p class="small">Booked {_esc(u)} as (ε, δ): ({_esc(_num(conv.epsilon.value, 6))}, '
+                     f"{_sci_html(conv.delta)}). Hover an amount for its exact rational value.</p>")
     else:
         parts.append('<p class="small">Hover an amount for its exact rational value.</p>')
     parts.append(_exact_details(audit))
@@ -232,90 +217,88 @@ def _stage_section(audit: Mapping[str, Any], colours: Mapping[str, str]) -> str:
     return _section("budget", "Budget allocation by stage", "".join(parts), lead)
 
 
-def _lifetime_section(audit: Mapping[str, Any]) -> str:
-    life = audit.get("lifetime", {})
-    unit = str(life.get("unit", audit.get("budget", {}).get("unit", "epsilon")))
+def _lifetime_section(audit: Audit) -> str:
+    life = audit.lifetime
+    unit = life.unit
     u = _unit(unit)
-    cap = _value(life.get("cap"))
-    conv = life.get("cap_as_epsilon_delta")
+    cap = life.cap.value
+    conv = life.cap_as_epsilon_delta
     cap_label = f"{_num(cap, 4)} {u}"
-    if conv:
-        cap_label += f" (ε = {_num(_value(conv.get('epsilon')))}, δ = {_short(conv.get('delta'))})"
+    if conv is not None:
+        cap_label += f" (ε = {_num(conv.epsilon.value)}, δ = {_short(conv.delta)})"
     parts = []
     if cap:
-        has_other = (cap - (_value(life.get("spent_before")) or 0.0) - (_value(life.get("this_release")) or 0.0)
-                     - max(_value(life.get("remaining_after")) or 0.0, 0.0)) > cap * 1e-9
+        has_other = (cap - life.spent_before.value - life.this_release.value
+                     - max(life.remaining_after.value, 0.0)) > cap * 1e-9
         height = 2.35 if has_other else 2.05
         parts.append(_chart(_WIDTH_IN, height, lambda fig: _draw_lifetime(fig, life, unit, cap_label),
                             f"Stacked bar of the dataset's lifetime budget in {unit}: spent by earlier releases, "
                             "spent by this release, and remaining, against the cap."))
-    rows = [["lifetime cap", _amount(life.get("cap"), unit), "100 %"],
-            ["spent by earlier releases", _amount(life.get("spent_before"), unit),
-             _esc(_pct(_value(life.get("spent_before")), cap))],
-            ["this release", _amount(life.get("this_release"), unit),
-             _esc(_pct(_value(life.get("this_release")), cap))],
-            ["remaining after this release", _amount(life.get("remaining_after"), unit),
-             _esc(_pct(_value(life.get("remaining_after")), cap))]]
-    if life.get("per_release_cap") is not None:
-        rows.append(["per-release cap", _amount(life.get("per_release_cap"), unit),
-                     _esc(_pct(_value(life.get("per_release_cap")), cap))])
+    rows = [["lifetime cap", _amount(life.cap, unit), "100 %"],
+            ["spent by earlier releases", _amount(life.spent_before, unit),
+             _esc(_pct(life.spent_before.value, cap))],
+            ["this release", _amount(life.this_release, unit),
+             _esc(_pct(life.this_release.value, cap))],
+            ["remaining after this release", _amount(life.remaining_after, unit),
+             _esc(_pct(life.remaining_after.value, cap))]]
+    if life.per_release_cap is not None:
+        rows.append(["per-release cap", _amount(life.per_release_cap, unit),
+                     _esc(_pct(life.per_release_cap.value, cap))])
     parts.append(_table(["", f"{u}", "share of cap"], rows, cls="num"))
     notes = []
-    if conv:
-        cap_eps = _esc(_num(_value(conv.get("epsilon")), 6))
-        notes.append(f"Cap as (ε, δ): ({cap_eps}, {_sci_html(conv.get('delta', 0))}).")
-    if life.get("renewal"):
-        notes.append(f"Renewal: {_esc(life['renewal'])}.")
+    if conv is not None:
+        notes.append(f"Cap as (ε, δ): ({_esc(_num(conv.epsilon.value, 6))}, {_sci_html(conv.delta)}).")
+    if life.renewal:
+        notes.append(f"Renewal: {_esc(life.renewal)}.")
     if notes:
         parts.append(f'<p class="small">{" ".join(notes)}</p>')
     return _section("lifetime", "Lifetime budget of the dataset", "".join(parts),
                     "Every release of this population draws on one lifetime budget recorded in the ledger.")
 
 
-def _measurement_section(audit: Mapping[str, Any], colours: Mapping[str, str]) -> str:
-    unit = str(audit.get("budget", {}).get("unit", "epsilon"))
+def _native_text(m: Measurement) -> str:
+    """A measurement's native loss, or "= booked" when it is the booked amount in the same unit."""
+    native = m.native_loss
+    if native.unit == m.booked.unit and native.amount.exact == m.booked.amount.exact:
+        return '<span class="same">= booked</span>'
+    return f"{_esc(_unit(native.unit))} {_amount(native.amount, native.unit)}"
+
+
+def _measurement_section(audit: Audit, colours: Mapping[str, str]) -> str:
+    unit = audit.budget.unit
     u = _unit(unit)
-    measurements = list(audit.get("measurements", []))
-    ordered: list[Mapping[str, Any]] = []
+    measurements = audit.measurements
+    ordered: list[Measurement] = []
     for stage in colours:
-        ordered.extend(m for m in measurements if str(m["stage"]) == stage)
-    noisy = [m for m in ordered if m.get("noise_std") is not None]
+        ordered.extend(m for m in measurements if m.stage == stage)
+    noisy = [m for m in ordered if m.noise_std is not None]
     parts = []
     if noisy:
-        groups = len({str(m["stage"]) for m in noisy})
+        groups = len({m.stage for m in noisy})
         height = 0.95 + 0.19 * (len(noisy) + 1.6 * groups)
         parts.append(_chart(_WIDTH_IN, height, lambda fig: _draw_noise(fig, noisy, colours),
                             "Error bars of the noise on each released cell, per measurement, grouped by stage: "
                             "one noise standard deviation and the 95 % interval."))
-    silent = [m for m in ordered if m.get("noise_std") is None]
+    silent = [m for m in ordered if m.noise_std is None]
     if silent:
-        names = sorted({str(m["mechanism"]) for m in silent})
+        names = sorted({m.mechanism for m in silent})
         parts.append(f'<p class="small">Not charted: {len(silent)} measurement(s) by {_esc(" and ".join(names))}, '
                      "which release no noisy value, only which query first crossed a noisy threshold. Their noise "
                      "scale is in the table.</p>")
     rows: list[list[str]] = []
     for m in ordered:
-        booked = m.get("booked", {}).get(unit)
-        native = m.get("native_loss", {})
-        if not native:
-            native_text = "–"
-        elif set(native) == {unit} and _exact(native[unit]) == _exact(booked):
-            native_text = '<span class="same">= booked</span>'
-        else:
-            native_text = ", ".join(f"{_esc(_unit(k))} {_amount(v, k)}" for k, v in native.items())
-        kind = "σ" if m.get("scale_kind") == "sigma" else "b"
-        stage = str(m["stage"])
+        kind = "σ" if m.scale_kind == "sigma" else "b"
         rows.append([
-            f'<span class="swatch" style="background:{colours.get(stage, _MUTED)}"></span>{_esc(stage)}',
-            _code(m.get("query", "")),
-            _esc(m.get("mechanism", "")),
-            _esc(m.get("sensitivity", "")),
-            f"{kind} = {_esc(_num(m.get('scale'), 5))}",
-            _amount(booked, unit),
-            native_text,
-            _esc(_num(m.get("cells"))),
-            _esc(_num(m.get("noise_std"), 4)),
-            _esc(_num(m.get("ci95_halfwidth"), 4)),
+            f'<span class="swatch" style="background:{colours.get(m.stage, _MUTED)}"></span>{_esc(m.stage)}',
+            _code(m.query),
+            _esc(m.mechanism),
+            _esc(m.sensitivity),
+            f"{kind} = {_esc(_num(m.scale, 5))}",
+            _amount(m.booked.amount, unit),
+            _native_text(m),
+            _esc(_num(m.cells)),
+            _esc(_num(m.noise_std, 4)),
+            _esc(_num(m.ci95_halfwidth, 4)),
         ])
     head = ["stage", "query", "mechanism", "sensitivity", "scale", f"booked {u}", "native loss", "cells",
             "noise std", "95 % ±"]
@@ -325,48 +308,45 @@ def _measurement_section(audit: Mapping[str, Any], colours: Mapping[str, str]) -
     return _section("measurements", "Measurements and their noise", "".join(parts), lead)
 
 
-def _selected_pairs(audit: Mapping[str, Any]) -> str:
-    chosen = audit.get("private_choices", {}).get("selected_pairs")
-    if not chosen:
+def _selected_pairs(audit: Audit) -> str:
+    chosen = audit.private_choices.selected_pairs
+    if chosen is None:
         return ""
-    unit = str(audit.get("budget", {}).get("unit", ""))
-    rows = [[_esc(i), _code(" × ".join(str(c) for c in p))] for i, p in enumerate(chosen.get("pairs", []), 1)]
-    return (f"<h3>2-way marginals chosen privately</h3><p class=\"small\">{_esc(chosen.get('method', ''))}; "
-            f"booked {_amount(chosen.get('booked'), unit)}.</p>" + _table(["round", "pair"], rows))
+    rows = [[_esc(i), _code(" × ".join(p))] for i, p in enumerate(chosen.pairs, 1)]
+    return (f"<h3>2-way marginals chosen privately</h3><p class=\"small\">{_esc(chosen.method)}; "
+            f"booked {_amount(chosen.booked, audit.budget.unit)}.</p>" + _table(["round", "pair"], rows))
 
 
-def _junction_choices(audit: Mapping[str, Any]) -> str:
-    junction = audit.get("private_choices", {}).get("junction_tree")
-    if not junction:
+def _junction_choices(audit: Audit) -> str:
+    junction = audit.private_choices.junction_tree
+    if junction is None:
         return ""
-    unit = str(audit.get("budget", {}).get("unit", ""))
-    tree = _chips(" – ".join(_esc(c) for c in p) for p in junction.get("spanning_tree", []))
+    tree = _chips(" – ".join(_esc(c) for c in p) for p in junction.spanning_tree)
     rows = []
-    for i, clique in enumerate(junction.get("cliques", []), 1):
-        *parents, child = [str(c) for c in clique]
+    for i, clique in enumerate(junction.cliques, 1):
+        *parents, child = clique
         rows.append([_esc(i), _code(child), " ".join(_code(p) for p in parents)])
-    bins = ", ".join(f"{_esc(c)}: {_esc(n)}" for c, n in junction.get("coarse_bins", {}).items())
-    return (f"<h3>Model structure chosen privately</h3><p class=\"small\">{_esc(junction.get('method', ''))}; "
-            f"booked {_amount(junction.get('booked'), unit)}. Root: {_esc(junction.get('root', '?'))}.</p>"
+    bins = ", ".join(f"{_esc(c)}: {_esc(n)}" for c, n in junction.coarse_bins.items())
+    return (f"<h3>Model structure chosen privately</h3><p class=\"small\">{_esc(junction.method)}; "
+            f"booked {_amount(junction.booked, audit.budget.unit)}. Root: {_esc(junction.root)}.</p>"
             f"<p><strong>Spanning tree</strong> {tree}</p>"
             + _table(["clique", "column", "conditioned on"], rows)
             + (f'<p class="small">Coarse bins inside cliques: {bins}.</p>' if bins else ""))
 
 
-def _bounds_section(audit: Mapping[str, Any]) -> str:
-    bounds = audit.get("private_choices", {}).get("discovered_bounds", {})
+def _bounds_section(audit: Audit) -> str:
+    bounds = audit.private_choices.discovered_bounds
     if not bounds:
         return _section("bounds", "Private choices", '<p class="small">No column needed discovered bounds.</p>'
                         + _selected_pairs(audit) + _junction_choices(audit))
 
-    def cell(value: Any, found: Any) -> str:
+    def cell(value: float, found: bool) -> str:
         badge = ('<span class="badge ok">found</span>' if found
                  else '<span class="badge fallback">search range</span>')
         return f"{_esc(_num(value, 6))} {badge}"
 
-    rows = [[_code(col), cell(b.get("lower"), b.get("lower_found")), cell(b.get("upper"), b.get("upper_found"))]
-            for col, b in bounds.items()]
-    notes = sorted({str(b["note"]) for b in bounds.values() if b.get("note")})
+    rows = [[_code(col), cell(b.lower, b.lower_found), cell(b.upper, b.upper_found)] for col, b in bounds.items()]
+    notes = sorted({b.note for b in bounds.values() if b.note})
     body = _table(["column", "lower", "upper"], rows)
     body += "".join(f'<p class="small">{_esc(n[:1].upper() + n[1:])}.</p>' for n in notes)
     body = "<h3>Bounds discovered privately</h3>" + body + _selected_pairs(audit) + _junction_choices(audit)
@@ -376,84 +356,69 @@ def _bounds_section(audit: Mapping[str, Any]) -> str:
                     "selection stage).")
 
 
-def _public_inputs_section(audit: Mapping[str, Any]) -> str:
-    inputs = audit.get("public_inputs", {})
-    items: list[tuple[str, str]] = []
-    if "schema_file" in inputs:
-        items.append(("Schema file", _code(inputs["schema_file"])))
-    if "schema_sha256" in inputs:
-        items.append(("Schema SHA-256", _code(inputs["schema_sha256"])))
-    allocation = inputs.get("allocation", {})
-    if allocation:
-        items.append(("Allocation", _chips(f"{_esc(k)}: {_esc(v)}" for k, v in allocation.items())))
-    pairs = inputs.get("two_way_pairs", [])
+def _public_inputs_section(audit: Audit) -> str:
+    inputs = audit.public_inputs
+    items = [("Schema file", _code(inputs.schema_file)), ("Schema SHA-256", _code(inputs.schema_sha256))]
+    if inputs.allocation:
+        items.append(("Allocation", _chips(f"{_esc(k)}: {_esc(v)}" for k, v in inputs.allocation.items())))
+    pairs = inputs.two_way_pairs
     if isinstance(pairs, str):
         items.append(("2-way marginals", _esc(pairs)))
     elif pairs:
         items.append(("2-way marginals", _chips(" × ".join(_esc(c) for c in p) for p in pairs)))
-    for h in inputs.get("hierarchies", []):
-        levels = " > ".join(_esc(x) for x in [*h.get("levels", []), h.get("column", "?")])
-        nodes = ", ".join(_esc(n) for n in h.get("nodes_per_level", []))
-        items.append((f"Hierarchy {h.get('name', '?')}", f"{levels} <span class=\"small\">({nodes} nodes above "
-                      f"the column; level weights {_esc(' : '.join(h.get('level_weights', [])))})</span>"))
-    for key, value in inputs.items():
-        if key not in {"schema_file", "schema_sha256", "allocation", "two_way_pairs", "hierarchies"}:
-            items.append((key.replace("_", " "), _esc(value)))
+    for h in inputs.hierarchies or ():
+        levels = " > ".join(_esc(x) for x in [*h.levels, h.column])
+        nodes = ", ".join(_esc(n) for n in h.nodes_per_level)
+        items.append((f"Hierarchy {h.name}", f"{levels} <span class=\"small\">({nodes} nodes above "
+                      f"the column; level weights {_esc(' : '.join(h.level_weights))})</span>"))
     return _section("inputs", "Public inputs", _dl(items),
                     "Chosen without looking at the data; anyone may know them.")
 
 
-def _post_section(audit: Mapping[str, Any]) -> str:
-    post = audit.get("post_processing", {})
-    items: list[tuple[str, str]] = []
-    if "sampling_seed" in post:
-        items.append(("Sampling seed (public)", _code(post["sampling_seed"])))
-    if "synthetic_rows" in post:
-        items.append(("Synthetic rows", _esc(post["synthetic_rows"])))
-    for key, label in (("row_count", "Row count"), ("consistency", "Consistency"), ("model", "Model")):
-        if key in post:
-            items.append((label, _esc(post[key])))
-    edges = post.get("model_edges", [])
-    if edges:
-        items.append(("Model edges", _chips(" → ".join(_esc(c) for c in e) for e in edges)))
-    for key, value in post.items():
-        if key not in {"sampling_seed", "synthetic_rows", "row_count", "consistency", "model", "model_edges"}:
-            items.append((key.replace("_", " "), _esc(value)))
+def _post_section(audit: Audit) -> str:
+    post = audit.post_processing
+    items = [("Sampling seed (public)", _code(post.sampling_seed)), ("Synthetic rows", _esc(post.synthetic_rows)),
+             ("Row count", _esc(post.row_count)), ("Consistency", _esc(post.consistency)), ("Model", _esc(post.model))]
+    if post.model_edges:
+        items.append(("Model edges", _chips(" → ".join(_esc(c) for c in e) for e in post.model_edges)))
+    if post.hierarchies is not None:
+        items.append(("hierarchies", _esc(post.hierarchies)))
     return _section("post", "Post-processing and sampling", _dl(items),
                     "Everything after the noisy measurements is post-processing of DP outputs and public inputs: it "
                     "spends no budget.")
 
 
-def _provenance_section(audit: Mapping[str, Any]) -> str:
-    rows = [[_esc(k), _code(v)] for k, v in audit.get("provenance", {}).items()]
+def _provenance_section(audit: Audit) -> str:
+    rows = [[_esc(k), _code(v)] for k, v in audit.provenance.items()]
     return _section("provenance", "Provenance", _table(["component", "version"], rows))
 
 
-def _limitations_section(audit: Mapping[str, Any]) -> str:
-    items = "".join(f"<li>{_esc(t)}</li>" for t in audit.get("limitations", []))
+def _limitations_section(audit: Audit) -> str:
+    items = "".join(f"<li>{_esc(t)}</li>" for t in audit.limitations)
     return _section("limitations", "Limitations", f'<div class="callout"><ol>{items}</ol></div>',
                     "What differential privacy, as applied here, does not promise.")
 
 
-def _exact_details(audit: Mapping[str, Any]) -> str:
-    budget = audit.get("budget", {})
-    life = audit.get("lifetime", {})
-    lines = [("release: reserved", budget.get("reserved")), ("release: booked", budget.get("booked"))]
-    lines += [(f"stage {s.get('stage')}: booked", s.get("booked")) for s in budget.get("stages", [])]
-    lines += [(f"lifetime: {k.replace('_', ' ')}", life.get(k))
-              for k in ("cap", "spent_before", "this_release", "remaining_after", "per_release_cap")]
-    rows = [[_esc(label), f'<span class="exact">{_esc(_exact(entry))}</span>'] for label, entry in lines
-            if _exact(entry)]
-    unit = str(budget.get("unit", ""))
-    return (f"<details><summary>Exact values ({_esc(_unit(unit))}, as rationals)</summary>"
+def _exact_details(audit: Audit) -> str:
+    budget, life = audit.budget, audit.lifetime
+    lines: list[tuple[str, Amount | None]] = [("release: reserved", budget.reserved),
+                                              ("release: booked", budget.booked)]
+    lines += [(f"stage {s.stage}: booked", s.booked) for s in budget.stages]
+    lines += [("lifetime: cap", life.cap), ("lifetime: spent before", life.spent_before),
+              ("lifetime: this release", life.this_release), ("lifetime: remaining after", life.remaining_after),
+              ("lifetime: per release cap", life.per_release_cap)]
+    rows = [[_esc(label), f'<span class="exact">{_esc(entry.exact_text)}</span>'] for label, entry in lines
+            if entry is not None]
+    return (f"<details><summary>Exact values ({_esc(_unit(budget.unit))}, as rationals)</summary>"
             f"{_table(['amount', 'exact value'], rows)}</details>")
 
 
-def render_html(audit: Mapping[str, Any]) -> str:
+def render_html(audit: Audit) -> str:
     """Render the public audit report as one self-contained HTML page.
 
-    A pure function of ``audit`` (the output of :func:`reports.audit.build_audit`): identical
-    input gives byte-identical output. The page loads nothing from the network.
+    A pure function of ``audit`` (the output of :func:`reports.audit.build_audit`, or
+    :func:`reports.audit_json.audit_from_json` of a published ``audit.json``): identical input gives
+    byte-identical output. The page loads nothing from the network.
 
     Args:
         audit: The audit report.
@@ -461,9 +426,7 @@ def render_html(audit: Mapping[str, Any]) -> str:
     Returns:
         The HTML document.
     """
-    budget = audit.get("budget", {})
-    stage_names = [str(s["stage"]) for s in budget.get("stages", [])]
-    stage_names += [str(m["stage"]) for m in audit.get("measurements", [])]
+    stage_names = [s.stage for s in audit.budget.stages] + [m.stage for m in audit.measurements]
     colours = _stage_colours(stage_names)
     toc = ('<nav class="toc"><a href="#protection">Protection</a><a href="#budget">Budget by stage</a>'
            '<a href="#lifetime">Lifetime budget</a><a href="#measurements">Measurements</a>'
@@ -482,8 +445,8 @@ def render_html(audit: Mapping[str, Any]) -> str:
         _post_section(audit),
         _provenance_section(audit),
         _limitations_section(audit),
-        f'<footer>Format {_code(audit.get("format", "?"))}. This page is a rendering of <code>audit.json</code>, '
+        f'<footer>Format {_code(AUDIT_FORMAT)}. This page is a rendering of <code>audit.json</code>, '
         "which is authoritative; it contains no row-level data and no count derived from the raw table.</footer>",
     ])
-    title = f"Privacy audit: {audit.get('dataset', '?')} release {audit.get('release_id', '?')}"
+    title = f"Privacy audit: {audit.dataset} release {audit.release_id}"
     return _page(title, body)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+from dprelease.reports.audit_records import Amount
 
 _UNIT_SYMBOL = {"rho": "ρ", "epsilon": "ε"}
 
@@ -52,30 +54,12 @@ def _sci_html(value: Any) -> str:
     return f"{_esc(head)}10<sup>{_esc(str(exponent).replace('-', '−'))}</sup>"
 
 
-def _value(entry: Any) -> float | None:
-    """The float of an ``{"exact": ..., "value": ...}`` entry (or of a bare number)."""
-    if entry is None:
-        return None
-    if isinstance(entry, Mapping):
-        v = entry.get("value")
-        return None if v is None else float(v)
-    return float(entry)
-
-
-def _exact(entry: Any) -> str:
-    if isinstance(entry, Mapping) and "exact" in entry:
-        return str(entry["exact"])
-    return ""
-
-
-def _amount(entry: Any, unit: str) -> str:
+def _amount(entry: Amount | None, unit: str) -> str:
     """A budget amount with its exact rational value in the tooltip."""
-    value = _value(entry)
-    text = _esc(_num(value, 6)) if value is not None else "–"
-    exact = _exact(entry)
-    if not exact:
-        return text
-    return f'<span class="amt" title="exact {_esc(unit)} = {_esc(exact)}">{text}</span>'
+    if entry is None:
+        return "–"
+    text = _esc(_num(entry.value, 6))
+    return f'<span class="amt" title="exact {_esc(unit)} = {_esc(entry.exact_text)}">{text}</span>'
 
 
 def _unit(unit: str) -> str:

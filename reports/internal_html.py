@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
+from dprelease.reports.audit_records import Audit
 from dprelease.reports.charts import _REAL, _SYNTH, _WIDTH_IN, _chart, _draw_hbars, _draw_histogram, _draw_pairs
 from dprelease.reports.html import _header, _page
 from dprelease.reports.html_parts import _card, _code, _esc, _num, _pct, _section, _table
@@ -14,7 +15,7 @@ from dprelease.reports.html_parts import _card, _code, _esc, _num, _pct, _sectio
 
 
 def render_internal_html(
-    audit: Mapping[str, Any],
+    audit: Audit,
     utility: Mapping[str, Any],
     real_vs_synthetic: Mapping[str, Any] | None = None,
     risk: Mapping[str, Any] | None = None,
@@ -33,13 +34,13 @@ def render_internal_html(
     Returns:
         The HTML document.
     """
-    declared = audit.get("public_inputs", {}).get("two_way_pairs", [])
+    declared = audit.public_inputs.two_way_pairs
     if isinstance(declared, str):
-        choices = audit.get("private_choices", {})
-        declared = choices.get("selected_pairs", {}).get("pairs", [])
-        for clique in choices.get("junction_tree", {}).get("cliques", []):
-            declared = [*declared, *([a, b] for i, a in enumerate(clique) for b in clique[i + 1:])]
-    measured_pairs = {frozenset(str(c) for c in p) for p in declared}
+        choices = audit.private_choices
+        declared = choices.selected_pairs.pairs if choices.selected_pairs is not None else ()
+        for clique in choices.junction_tree.cliques if choices.junction_tree is not None else ():
+            declared = (*declared, *((a, b) for i, a in enumerate(clique) for b in clique[i + 1:]))
+    measured_pairs = {frozenset(p) for p in declared}
 
     def measured(key: str) -> bool:
         return frozenset(key.split("|")) in measured_pairs
@@ -50,7 +51,7 @@ def render_internal_html(
         _card("Mean 2-way TVD", _esc(_num(tvd2, 3)), "over every pair of columns"),
         _card("Mean 3-way TVD", _esc(_num(tvd3, 3)) if tvd3 is not None else "–",
               "over a sample of triples" if tvd3 is not None else "not computed"),
-        _card("Synthetic rows", _esc(audit.get("post_processing", {}).get("synthetic_rows", "–")), "public"),
+        _card("Synthetic rows", _esc(audit.post_processing.synthetic_rows), "public"),
     ]) + "</div>"
     banner = ('<div class="banner">Internal — for the data steward only. Computed from the raw table: never publish '
               "this page or the figures on it.</div>")
@@ -119,7 +120,7 @@ def render_internal_html(
         "<code>audit.json</code>. "
         "Steward-only.</footer>",
     ])
-    title = f"INTERNAL utility: {audit.get('dataset', '?')} release {audit.get('release_id', '?')}"
+    title = f"INTERNAL utility: {audit.dataset} release {audit.release_id}"
     return _page(title, body)
 
 

@@ -56,11 +56,12 @@ import re
 import sys
 from pathlib import Path
 
+from dprelease.reports.audit_json import audit_from_json
 from dprelease.reports.html import render_html
 
 release, kind, target = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 if kind == "public":
-    page = render_html(json.loads((release / "audit.json").read_text(encoding="utf-8")))
+    page = render_html(audit_from_json((release / "audit.json").read_text(encoding="utf-8")))
 else:
     page = (Path(os.environ["STEWARD_DIR_RESOLVED"]) / "report.html").read_text(encoding="utf-8")
 target.write_text(page, encoding="utf-8")

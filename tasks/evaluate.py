@@ -27,6 +27,7 @@ from dprelease.dp.errors import InternalError
 from dprelease.quality.kanonymity import k_anonymity_comparison
 from dprelease.quality.risk import closest_record_distances, exact_match_share
 from dprelease.quality.utility import utility
+from dprelease.reports.audit_json import audit_from_json
 from dprelease.reports.internal_html import render_internal_html
 from dprelease.schemas.model import TableSchema
 from dprelease.schemas.plan import ReleasePlan
@@ -184,7 +185,7 @@ def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, stewa
     write_internal(out, "utility.json", json.dumps(report, indent=2))
     write_internal(out, "risk.json", json.dumps(risk, indent=2))
     write_internal(out, "input.json", json.dumps(_fingerprint(spec.data, real_rows), indent=2))
-    audit = json.loads((root / "audit.json").read_text(encoding="utf-8"))
+    audit = audit_from_json((root / "audit.json").read_text(encoding="utf-8"))
     histograms = cast("dict[str, Any]", report.pop("histograms"))
     write_internal(out, "report.html", render_internal_html(audit, report, histograms,
                                                              risk if "dcr" in risk else None))

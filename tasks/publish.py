@@ -19,6 +19,7 @@ from dprelease.dp.accounting.processes import fault_point
 from dprelease.dp.errors import ReleaseError
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.reports.audit import budget_table, build_audit, render_markdown
+from dprelease.reports.audit_json import audit_from_json, audit_to_json
 from dprelease.reports.html import render_html
 from dprelease.schemas.plan import ReleasePlan
 from dprelease.tasks import public_task, sensitive_task
@@ -81,7 +82,7 @@ def write_report(
         coarse_bins={c: int(m.max()) + 1 for c, m in measured.maps.items()},
     )
     root = Path(staging)
-    (root / "audit.json").write_text(json.dumps(audit, indent=2) + "\n", encoding="utf-8")
+    (root / "audit.json").write_text(audit_to_json(audit), encoding="utf-8")
     (root / "audit.md").write_text(render_markdown(audit), encoding="utf-8")
     (root / "audit.html").write_text(render_html(audit), encoding="utf-8")
 
@@ -131,7 +132,7 @@ def _artifacts(plan: ReleasePlan, target: Path) -> None:
 
     The location is a plain path in Markdown (a ``file://`` link is blocked by browsers from an http UI).
     """
-    audit = json.loads((target / "audit.json").read_text(encoding="utf-8"))
+    audit = audit_from_json((target / "audit.json").read_text(encoding="utf-8"))
     key = "".join(ch if ch.isalnum() else "-" for ch in plan.dataset.lower())
     create_table_artifact(table=budget_table(audit), key=f"budget-{key}",
                           description=f"privacy budget of release {plan.release_id} of {plan.dataset} (public)")

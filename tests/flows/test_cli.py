@@ -1,4 +1,4 @@
-"""The dprelease command line: check (the CI gate) and plan."""
+"""The dprelease command line: check (the CI gate), plan, verify and report."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from dprelease.flows.cli import main
 
 ADULT = Path(__file__).resolve().parents[2] / "examples" / "adult"
+FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "schemas" / "data" / "audit_adult.json"
 
 
 def test_check_passes_on_adult(capsys):
@@ -77,3 +78,24 @@ def test_verify_detects_a_flipped_byte(tmp_path, capsys):
     (release / "extra.txt").write_text("x")
     assert main(["verify", str(release)]) == 1
     assert main(["verify", str(tmp_path / "nope")]) == 2
+
+
+def test_report_re_renders_a_published_audit_and_refuses_another_document(tmp_path, capsys):
+    import shutil
+
+    from dprelease.reports.audit import render_markdown
+    from dprelease.reports.audit_json import audit_from_json
+    from dprelease.reports.html import render_html
+
+    release = tmp_path / "rel"
+    release.mkdir()
+    shutil.copy(FIXTURE, release / "audit.json")
+    assert main(["report", str(release)]) == 0
+    audit = audit_from_json(FIXTURE.read_text(encoding="utf-8"))
+    assert (release / "audit.html").read_text(encoding="utf-8") == render_html(audit)
+    assert (release / "audit.md").read_text(encoding="utf-8") == render_markdown(audit)
+    (release / "audit.json").write_text('{"format": "dprelease-ldp-audit/1"}')  # a local-DP collection's audit
+    assert main(["report", str(release)]) == 2
+    assert ("dprelease report: audit.json: format ('dprelease-ldp-audit/1') must be 'dprelease-audit/1'"
+            in capsys.readouterr().err)
+    assert main(["report", str(tmp_path)]) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ from dprelease.tasks.evaluate import secure_order, take_rows
 
 ROOT = Path(__file__).parents[2]
 ADULT = ROOT / "examples" / "adult"
+AUDIT = ROOT / "tests" / "schemas" / "data" / "audit_adult.json"
 
 
 def test_secure_order_is_a_uniform_sample_in_random_order():
@@ -72,7 +74,7 @@ def _run_evaluation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[di
     internal = tmp_path / "steward"
     internal.mkdir(mode=0o700)
     pq.write_table(synthetic, staging / "synthetic" / "adult.parquet")
-    (staging / "audit.json").write_text(json.dumps({"dataset": "adult", "release_id": "r"}))
+    shutil.copy(AUDIT, staging / "audit.json")  # the internal report reads the release's identity from it
     plan = SimpleNamespace(spec_path=str(ADULT / "release.yaml"), spec=load_spec(ADULT / "release.yaml"), seed=7)
     monkeypatch.setattr(evaluate, "get_run_logger", lambda: logging.getLogger("test"))
     evaluate.evaluate_utility.fn(plan, str(staging), "synthetic/adult.parquet", str(internal))

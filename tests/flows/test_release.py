@@ -183,12 +183,17 @@ def test_internal_report_has_disclosure_risk_and_utility_charts(adult_release):
 
 
 def test_public_html_report_is_the_rendering_of_audit_json(adult_release):
+    from dprelease.reports.audit import render_markdown
+    from dprelease.reports.audit_json import audit_from_json, audit_to_json
     from dprelease.reports.html import render_html
 
     target, _, _ = adult_release
-    audit = json.loads((target / "audit.json").read_text())
+    text = (target / "audit.json").read_text()
+    audit = audit_from_json(text)
+    assert audit_to_json(audit) == text  # reading the published audit back loses and reorders nothing
     html = (target / "audit.html").read_text()
     assert html == render_html(audit)
+    assert (target / "audit.md").read_text() == render_markdown(audit)
     assert "audit.html" in {f["path"] for f in json.loads((target / "manifest.json").read_text())["files"]}
     assert "http://" not in html and "https://" not in html  # self-contained: nothing loads from a network
     assert "data:image/png;base64," in html

@@ -18,6 +18,7 @@ from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import MeasurementRecord
 from dprelease.dp.accounting.ledger_rows import Charge, LedgerStatus
 from dprelease.reports.audit import build_audit
+from dprelease.reports.audit_json import audit_as_dict, audit_from_dict, audit_from_json
 from dprelease.reports.html import render_html
 from dprelease.reports.internal_html import render_internal_html
 from dprelease.schemas.plan import ReleasePlan, plan_release
@@ -33,8 +34,12 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DATA_URI = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 
 
-def _audit_for(plan: ReleasePlan, spec_path: Path, *, dataset_name: str | None = None) -> dict:
-    """A real build_audit output from hand-made ledger rows and measurement provenance."""
+def _audit_for(plan: ReleasePlan, spec_path: Path) -> dict:
+    """A real build_audit output from hand-made ledger rows and measurement provenance, as JSON values.
+
+    Tests change these values (as a hand-edited audit.json would be) and render them through
+    :func:`_render`, which parses them into the typed audit first.
+    """
     spec = load_spec(spec_path)
     zcdp = plan.definition == "zcdp"
     charges: list[Charge] = []
@@ -67,9 +72,11 @@ def _audit_for(plan: ReleasePlan, spec_path: Path, *, dataset_name: str | None =
         synthetic_rows=32000, model_edges=[("income", "age"), ("income", "sex")],
         provenance={"dprelease": "0.1.0", "commit": "0123456789abcdef"},
     )
-    if dataset_name is not None:
-        audit["dataset"] = dataset_name
-    return json.loads(json.dumps(audit))  # as read back from audit.json
+    return json.loads(json.dumps(audit_as_dict(audit)))  # as read back from audit.json
+
+
+def _render(audit: dict) -> str:
+    return render_html(audit_from_dict(audit))
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +87,7 @@ def zcdp_audit() -> dict:
 
 @pytest.fixture(scope="module")
 def zcdp_html(zcdp_audit) -> str:
-    return render_html(zcdp_audit)
+    return _render(zcdp_audit)
 
 
 @pytest.fixture(scope="module")
@@ -158,11 +165,11 @@ def test_public_page_is_self_contained_with_png_charts(zcdp_html):
 
 def test_rendering_is_pure_and_byte_identical(zcdp_audit, zcdp_html):
     before = json.dumps(zcdp_audit, sort_keys=True)
-    again = render_html(copy.deepcopy(zcdp_audit))
+    again = _render(copy.deepcopy(zcdp_audit))
     assert again.encode("utf-8") == zcdp_html.encode("utf-8")
     assert _images(again) == _images(zcdp_html)
     assert json.dumps(zcdp_audit, sort_keys=True) == before  # the input is not modified
-    assert render_html(json.loads(json.dumps(zcdp_audit))) == zcdp_html
+    assert _render(json.loads(json.dumps(zcdp_audit))) == zcdp_html
 
 
 def test_every_string_is_escaped(zcdp_audit):
@@ -175,7 +182,7 @@ def test_every_string_is_escaped(zcdp_audit):
     audit["measurements"][-1]["stage"] = "two_way"
     audit["private_choices"]["discovered_bounds"]["<col>"] = {
         "lower": 0.0, "upper": 1.0, "lower_found": True, "upper_found": True, "note": "<note>"}
-    page = render_html(audit)
+    page = _render(audit)
     assert "<b>bold</b>" not in page
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; &#x27;quoted&#x27; &quot;name&quot;" in page
     assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -194,19 +201,19 @@ def test_pure_dp_release(tmp_path):
     plan = plan_release(load_spec(tmp_path / "r.yaml"), "pure-1", 3)
     audit = _audit_for(plan, tmp_path / "r.yaml")
     assert audit["budget"]["unit"] == "epsilon"
-    page = render_html(audit)
+    page = _render(audit)
     assert "Booked ε" in page and "allocated ε" in page and "booked_as_epsilon_delta" not in page
     assert "pure epsilon-DP" in page
     _assert_self_contained(page)
-    assert render_html(audit) == page
+    assert _render(audit) == page
 
 
 def test_real_release_audit_renders():
-    audit = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    audit = audit_from_json(FIXTURE.read_text(encoding="utf-8"))
     page = render_html(audit)
     for anchor in PUBLIC_SECTIONS:
         assert f'<section id="{anchor}">' in page
-    assert html.escape(audit["release_id"]) in page
+    assert html.escape(audit.release_id) in page
     assert len(_images(page)) == 3
     _assert_self_contained(page)
     assert render_html(audit) == page
@@ -219,22 +226,26 @@ def test_lifetime_with_other_open_reservations(zcdp_audit):
     life = audit["lifetime"]
     life["remaining_after"] = {"exact": "1/100", "value": 0.01}  # the rest is reserved by other open releases
     life["per_release_cap"] = None
-    page = render_html(audit)
+    page = _render(audit)
     assert "per-release cap" not in page
     assert len(_images(page)) == 3
 
 
-def test_minimal_audit_renders():
-    audit = {"release_id": "x", "dataset": "d", "budget": {"unit": "rho", "stages": []}, "lifetime": {},
-             "measurements": [], "private_choices": {"discovered_bounds": {}}}
-    page = render_html(audit)
+def test_audit_with_empty_sections_renders(zcdp_audit):
+    audit = copy.deepcopy(zcdp_audit)
+    audit["budget"]["stages"], audit["measurements"], audit["limitations"], audit["provenance"] = [], [], [], {}
+    audit["private_choices"] = {"discovered_bounds": {}}
+    audit["public_inputs"].update(allocation={}, two_way_pairs=[], hierarchies=[])
+    audit["post_processing"]["model_edges"] = []
+    del audit["post_processing"]["hierarchies"]
+    page = _render(audit)
     for anchor in PUBLIC_SECTIONS:
         assert f'<section id="{anchor}">' in page
     _assert_self_contained(page)
 
 
 def test_internal_page(zcdp_audit, utility):
-    page = render_internal_html(zcdp_audit, utility)
+    page = render_internal_html(audit_from_dict(zcdp_audit), utility)
     assert "for the data steward only" in page and "never publish" in page
     for title in ("Mean 1-way TVD", "Mean 2-way TVD", "Mean 3-way TVD", "1-way marginals",
                   "2-way marginals: worst and best"):
@@ -248,7 +259,7 @@ def test_internal_page(zcdp_audit, utility):
     assert "<td><code>sex × income</code></td><td>yes</td>" in page
     assert len(_images(page)) == 2
     _assert_self_contained(page)
-    assert render_internal_html(copy.deepcopy(zcdp_audit), copy.deepcopy(utility)) == page
+    assert render_internal_html(audit_from_dict(copy.deepcopy(zcdp_audit)), copy.deepcopy(utility)) == page
 
 
 def test_internal_page_small_multiples_and_escaping(zcdp_audit, utility):
@@ -259,13 +270,13 @@ def test_internal_page_small_multiples_and_escaping(zcdp_audit, utility):
         "<col$>": {"labels": ["a", "$b$"], "real": [0.5, 0.5], "synthetic": [0.6, 0.4]},
         "bad": {"labels": ["a"], "real": [1.0, 0.0], "synthetic": [1.0]},  # mismatched lengths: skipped
     }
-    page = render_internal_html(audit, utility, frequencies)
+    page = render_internal_html(audit_from_dict(audit), utility, frequencies)
     assert "Real vs synthetic, per column" in page
     assert len(_images(page)) == 2 + 2
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
     assert "<col$>" not in page
     _assert_self_contained(page)
-    assert render_internal_html(audit, utility, copy.deepcopy(frequencies)) == page
+    assert render_internal_html(audit_from_dict(audit), utility, copy.deepcopy(frequencies)) == page
 
 
 def test_importing_the_module_does_not_import_matplotlib():
@@ -278,10 +289,12 @@ def test_bytes_do_not_depend_on_the_process(tmp_path):
     import hashlib
     import os
 
-    code = ("import hashlib, json, sys; from reports.html import render_html; "
-            "page = render_html(json.loads(open(sys.argv[1], encoding='utf-8').read())); "
+    code = ("import hashlib, sys; from dprelease.reports.html import render_html; "
+            "from dprelease.reports.audit_json import audit_from_json; "
+            "page = render_html(audit_from_json(open(sys.argv[1], encoding='utf-8').read())); "
             "print(hashlib.sha256(page.encode('utf-8')).hexdigest())")
-    expected = hashlib.sha256(render_html(json.loads(FIXTURE.read_text(encoding="utf-8"))).encode("utf-8")).hexdigest()
+    page = render_html(audit_from_json(FIXTURE.read_text(encoding="utf-8")))
+    expected = hashlib.sha256(page.encode("utf-8")).hexdigest()
     for seed, config in (("1", tmp_path / "mpl"), ("2", None)):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         if config is not None:
