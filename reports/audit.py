@@ -111,6 +111,7 @@ def build_audit(
     selected_pairs: Sequence[Sequence[str]] = (),
     cliques: Sequence[Sequence[str]] = (),
     coarse_bins: Mapping[str, int] | None = None,
+    bound_quality: Mapping[str, tuple[str, str]] | None = None,
 ) -> Audit:
     """Assemble the public audit report (written as ``audit.json`` by :func:`reports.audit_json.audit_to_json`).
 
@@ -129,6 +130,7 @@ def build_audit(
             or the spanning tree of ``cliques: auto``.
         cliques: The junction tree's cliques (``cliques: auto``), (parents..., child) in sampling order.
         coarse_bins: For ``cliques: auto``, the number of coarse bins of each coarsened column.
+        bound_quality: column -> public quality flags of its (lower, upper) discovered bounds.
 
     Returns:
         The audit.
@@ -209,7 +211,9 @@ def build_audit(
             discovered_bounds={
                 col: DiscoveredBound(lower=lo, upper=hi, lower_found=lf, upper_found=uf,
                                      note="sparse vector technique; a bound not found falls back to the declared "
-                                          "search range")
+                                          "search range",
+                                     lower_quality=(bound_quality or {}).get(col, ("", ""))[0],
+                                     upper_quality=(bound_quality or {}).get(col, ("", ""))[1])
                 for col, (lo, hi, lf, uf) in discovered_bounds.items()
             },
             selected_pairs=SelectedPairs(
@@ -322,6 +326,10 @@ def render_markdown(audit: Audit) -> str:
         for col, b in bounds.items():
             lines.append(f"| {col} | {b.lower:g}{'' if b.lower_found else ' (search range)'} | "
                          f"{b.upper:g}{'' if b.upper_found else ' (search range)'} |")
+        flagged = [(col, b) for col, b in bounds.items() if b.lower_quality or b.upper_quality]
+        if flagged:
+            lines.append("")
+            lines += [f"- {col}: lower {b.lower_quality}; upper {b.upper_quality}" for col, b in flagged]
     post = audit.post_processing
     lines += ["", "## Post-processing and sampling", "",
               f"- Row count: {post.row_count}; synthetic rows: {post.synthetic_rows}",

@@ -80,7 +80,9 @@ def audit_as_dict(audit: Audit) -> dict[str, Any]:
         lifetime["cap_as_epsilon_delta"] = _pair(life.cap_as_epsilon_delta)
     private: dict[str, Any] = {"discovered_bounds": {
         col: {"lower": d.lower, "upper": d.upper, "lower_found": d.lower_found, "upper_found": d.upper_found,
-              "note": d.note} for col, d in choices.discovered_bounds.items()}}
+              "note": d.note, **({"lower_quality": d.lower_quality, "upper_quality": d.upper_quality}
+                                 if d.lower_quality or d.upper_quality else {})}
+        for col, d in choices.discovered_bounds.items()}}
     if (chosen := choices.selected_pairs) is not None:
         private["selected_pairs"] = {"pairs": _lists(chosen.pairs), "method": chosen.method,
                                      "booked": _amount(chosen.booked)}
@@ -216,7 +218,9 @@ def audit_from_dict(data: object) -> Audit:
             discovered_bounds={
                 col: DiscoveredBound(lower=d.number("lower"), upper=d.number("upper"),
                                      lower_found=d.flag("lower_found"), upper_found=d.flag("upper_found"),
-                                     note=d.text("note"))
+                                     note=d.text("note"),
+                                     lower_quality=d.optional("lower_quality", _Object.text) or "",
+                                     upper_quality=d.optional("upper_quality", _Object.text) or "")
                 for col, d in choices.child("discovered_bounds").entries()},
             selected_pairs=choices.optional("selected_pairs", _selected_pairs),
             junction_tree=choices.optional("junction_tree", _junction_tree)),

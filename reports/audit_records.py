@@ -181,6 +181,10 @@ class DiscoveredBound:
     """False when the upper bound fell back to the declared search range."""
     note: str
     """How the bounds were found."""
+    lower_quality: str = ""
+    """A public quality flag of the lower bound (doublings inside the search range, rows it may clamp)."""
+    upper_quality: str = ""
+    """A public quality flag of the upper bound."""
 
 
 @dataclass(frozen=True)

@@ -345,9 +345,11 @@ def _bounds_section(audit: Audit) -> str:
                  else '<span class="badge fallback">search range</span>')
         return f"{_esc(_num(value, 6))} {badge}"
 
-    rows = [[_code(col), cell(b.lower, b.lower_found), cell(b.upper, b.upper_found)] for col, b in bounds.items()]
+    rows = [[_code(col), cell(b.lower, b.lower_found), cell(b.upper, b.upper_found),
+             _esc(f"lower {b.lower_quality}; upper {b.upper_quality}" if b.lower_quality or b.upper_quality else "-")]
+            for col, b in bounds.items()]
     notes = sorted({b.note for b in bounds.values() if b.note})
-    body = _table(["column", "lower", "upper"], rows)
+    body = _table(["column", "lower", "upper", "quality"], rows)
     body += "".join(f'<p class="small">{_esc(n[:1].upper() + n[1:])}.</p>' for n in notes)
     body = "<h3>Bounds discovered privately</h3>" + body + _selected_pairs(audit) + _junction_choices(audit)
     return _section("bounds", "Private choices", body,

@@ -80,6 +80,7 @@ def write_report(
         selected_pairs=measured.pairs() if spec.auto_pairs else measured.tree,
         cliques=synthesis.cliques,
         coarse_bins={c: int(m.max()) + 1 for c, m in measured.maps.items()},
+        bound_quality={b.column: b.quality() for b in bounds},
     )
     root = Path(staging)
     (root / "audit.json").write_text(audit_to_json(audit), encoding="utf-8")

@@ -78,6 +78,10 @@ class DiscoveredBounds:
         lower_found: False when the lower run never fired (fell back to the search range).
         upper_found: False when the upper run never fired.
         measurements: The two AboveThreshold runs' provenance.
+        lower_steps: Grid points (doublings) between the lower bound and the search range's low end.
+        upper_steps: Grid points (doublings) between the upper bound and the search range's high end.
+        thresholds: The two runs' thresholds (public): a run fires once about that many rows lie beyond
+            a point, so a found bound clamps about that many rows or fewer (plus the noise).
     """
 
     column: str
@@ -86,6 +90,21 @@ class DiscoveredBounds:
     lower_found: bool
     upper_found: bool
     measurements: tuple[MeasurementRecord, ...]
+    lower_steps: int = 0
+    upper_steps: int = 0
+    thresholds: tuple[float, float] = (0.0, 0.0)
+
+    def quality(self) -> tuple[str, str]:
+        """A public quality flag of each bound, from the DP outputs and the public grid only."""
+        def flag(found: bool, steps: int, threshold: float, end: str) -> str:
+            if not found:
+                return (f"not found: the {end} of the search range (fewer than about {threshold:.0f} rows lie beyond "
+                        "any candidate; the bound may be far wider than the data)")
+            edge = "at the search range's edge: the data may reach beyond it" if steps == 0 else \
+                f"{steps} doubling{'s' if steps != 1 else ''} inside the search range's {end}"
+            return f"found {edge}; about {threshold:.0f} rows or fewer (plus noise) lie beyond it"
+        return (flag(self.lower_found, self.lower_steps, self.thresholds[0], "low end"),
+                flag(self.upper_found, self.upper_steps, self.thresholds[1], "high end"))
 
 
 def discover_bounds(
@@ -145,4 +164,6 @@ def discover_bounds(
     upper = grid[len(grid) - hit] if upper_found and hit is not None else grid[-1]
     if not lower < upper:
         lower, upper, lower_found, upper_found = grid[0], grid[-1], False, False
-    return DiscoveredBounds(column, lower, upper, lower_found, upper_found, (lower_record, upper_record))
+    return DiscoveredBounds(column, lower, upper, lower_found, upper_found, (lower_record, upper_record),
+                            lower_steps=grid.index(lower), upper_steps=len(grid) - 1 - grid.index(upper),
+                            thresholds=(float(lower_threshold), float(upper_threshold)))

@@ -129,3 +129,18 @@ def test_run_above_threshold_charges_before_running(tmp_path):
                             stage="bounds", query="q")
     assert spy.calls == []
     cm.__exit__(None, None, None)
+
+
+def test_the_quality_flag_says_how_far_inside_the_search_range_a_bound_lies_and_what_it_may_clamp(tmp_path):
+    values = np.concatenate([np.zeros(5000), np.full(600, 5000.0), np.full(10, 100000.0)])
+    grid = geometric_grid(0, 2**20)
+    cm, context = _context(tmp_path, SpyNoise())  # no noise: the thresholds decide
+    found = discover_bounds("gain", tail_counts(values, grid), grid, PureBudget(Fraction(1)), context, sensitivity=1)
+    cm.__exit__(None, None, None)
+    assert found.upper == 8192.0 and found.upper_steps == grid[::-1].index(8192.0) == 7
+    assert found.lower == 0.0 and found.lower_found and found.lower_steps == 0  # fired at once: 0 is the edge
+    lower, upper = found.quality()
+    assert upper == (f"found 7 doublings inside the search range's high end; about {found.thresholds[1]:.0f} rows "
+                     "or fewer (plus noise) lie beyond it")
+    assert lower.startswith("found at the search range's edge: the data may reach beyond it")
+    assert all(str(v) not in lower + upper for v in (5000, 100000))  # public grid facts only, no data value

@@ -456,3 +456,16 @@ def test_single_candidate_second_parents_are_skipped_and_reported(adult_release)
     assert selections["run"] + selections["skipped_single_candidate"] == len(three)
     booked = [m for m in audit["measurements"] if m["query"].startswith("second parent of ")]
     assert len(booked) == selections["run"]
+
+
+def test_discovered_bounds_carry_a_public_quality_flag(adult_release):
+    target, _, _ = adult_release
+    bounds = json.loads((target / "audit.json").read_text())["private_choices"]["discovered_bounds"]
+    assert set(bounds) == {"fnlwgt", "capital-gain", "capital-loss"}
+    for b in bounds.values():
+        for side in ("lower", "upper"):
+            flag = b[f"{side}_quality"]
+            assert flag.startswith(("found", "not found")) and ("doubling" in flag or "edge" in flag
+                                                               or flag.startswith("not found"))
+    markdown = (target / "audit.md").read_text()
+    assert "- fnlwgt: lower " in markdown
