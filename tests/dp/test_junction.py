@@ -19,6 +19,7 @@ from dprelease.dp.measurement.cliques import (
     coarse_map,
     conditional_l1_score,
     hub,
+    noise_dominated,
     select_cliques,
     tree_order,
 )
@@ -257,3 +258,27 @@ def test_logsumexp_matches_scipy(rows, cols, seed):
     array = np.random.default_rng(seed).normal(0, 50, size=(rows, cols, 3))
     for axis in (None, 0, 1, (0, 2), (0, 1, 2)):
         assert np.allclose(logsumexp(array, axis=axis), reference(array, axis=axis), rtol=1e-12, atol=1e-9)
+
+
+def test_noise_aware_second_parents_drop_a_parent_whose_cells_would_hold_more_noise_than_it_explains(tmp_path):
+    order = [("a", None), ("b", "a"), ("c", "b"), ("d", "b")]
+    shapes = {"a": 2, "b": 2, "c": 2, "d": 2}
+    generator = np.random.default_rng(0)  # test data
+    data = generator.integers(0, 2, size=(2000, 4))
+    data[:, 2] = data[:, 0]  # c copies a: a explains c (score about 2000)
+    triples = {}
+    for triple in candidate_triples(order):
+        index = ["abcd".index(v) for v in triple]
+        flat = data[:, index[0]] * 4 + data[:, index[1]] * 2 + data[:, index[2]]
+        triples[triple] = np.bincount(flat, minlength=8)
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        ledger.register("pop", "zcdp", ZCDPBudget(Fraction(10**6)), Fraction(1, 10**9))
+        ledger.reserve("pop", "r", ZCDPBudget(Fraction(10**5)))
+        context = ReleaseContext(ledger, "r", "zcdp", secure_noise())
+        # sigma 100: a second parent adds 4 cells, about 319 of L1 error; a's gain for c is far larger, while d
+        # is independent of everything (its best score is small): d gets no second parent.
+        cliques, records = select_cliques(order, triples, shapes, PureBudget(Fraction(200)), context,
+                                          score_sensitivity=4, noise_sd=100.0)
+    assert cliques == [("a", "b"), ("b", "a", "c"), ("b", "d")]
+    assert [r.query for r in records] == ["second parent of c", "second parent of d"]  # "none" is a candidate
+    assert noise_dominated(46.0, 8, 7634) and not noise_dominated(30.0, 8, 32561)
