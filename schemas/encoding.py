@@ -73,6 +73,10 @@ def output_columns(schema: TableSchema, domains: list[ColumnDomain],
         if c.derived:
             if c.private_mapping and (private is None or c.name not in private):
                 raise InternalError(f"column {c.name!r}: its private mapping was not released")
+            if c.type == "category":
+                out.append(OutputColumn(c.name, c.type, derived_from=c.derived_from,
+                                        labels=dict(c.labels) if c.labels else None, ranges=c.ranges or None))
+                continue
             mapping = dict(private[c.name]) if c.private_mapping and private is not None else dict(c.mapping)
             out.append(OutputColumn(c.name, c.type, derived_from=c.derived_from, mapping=mapping))
         else:

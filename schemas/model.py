@@ -60,6 +60,8 @@ class Column:
             category's value is released by a DP median in the bounds stage.
         resolution: The grid step of a private mapping's values.
         spikes: Public values of a numeric column that get a bin of their own (zero, a sentinel, a top code).
+        labels: For a category derived from a category: source category -> this column's category.
+        ranges: For a category derived from a number: (low, high, category), [low, high), sorted.
         on_unknown: What to do with a row whose category is outside the domain: ``drop`` or
             the name of a declared category to map it to.
     """
@@ -78,6 +80,8 @@ class Column:
     private_mapping: bool = False
     resolution: float | None = None
     spikes: tuple[float, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    ranges: tuple[tuple[float, float, str], ...] = ()
 
     @property
     def numeric(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from dprelease.dp.measurement.marginals import Binning
 from dprelease.schemas.categories import declared_categories, declared_label
+from dprelease.schemas.derived import check_derived, parse_labels, parse_ranges
 from dprelease.schemas.model import _NAME, Column, Hierarchy, PrivacyUnit, TableSchema, _fail
 from dprelease.schemas.reading import _keys, _load_yaml, _number
 
@@ -22,7 +23,7 @@ def _column(where: str, name: str, spec: Any, folder: Path) -> Column:
     if not isinstance(spec, dict):
         raise _fail(where, "must be a mapping with at least a 'type'")
     _keys(where, spec, {"type", "nullable", "categories", "min", "max", "search_range", "bins",
-                        "derived_from", "mapping", "resolution", "spikes", "on_unknown", "description"},
+                        "derived_from", "mapping", "ranges", "resolution", "spikes", "on_unknown", "description"},
           {"type"})
     ctype = spec["type"]
     if ctype not in ("int", "float", "category"):
@@ -76,25 +77,30 @@ def _column(where: str, name: str, spec: Any, folder: Path) -> Column:
 
     derived_from = spec.get("derived_from")
     mapping: tuple[tuple[str, float], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    ranges: tuple[tuple[float, float, str], ...] = ()
     if derived_from is not None:
         if not isinstance(derived_from, str):
             raise _fail(f"{where}.derived_from", "must be a column name")
         raw_map = spec.get("mapping")
         if ctype == "category":
-            raise _fail(f"{where}.derived_from", "is supported for numeric columns only")
-        if raw_map != "private":
+            if "ranges" in spec:
+                ranges = parse_ranges(where, spec["ranges"])
+            else:
+                labels = parse_labels(where, raw_map)
+        elif raw_map != "private":
             if not isinstance(raw_map, dict) or not raw_map:
                 raise _fail(f"{where}.mapping", "must map each category of the source column to a value, or be "
                             "'private' (each category's value found by a DP median)")
             mapping = tuple((_normal(str(k)), _number(f"{where}.mapping.{k}", v)) for k, v in raw_map.items())
-    elif "mapping" in spec:
-        raise _fail(f"{where}.mapping", "needs derived_from")
+    elif "mapping" in spec or "ranges" in spec:
+        raise _fail(f"{where}.{'mapping' if 'mapping' in spec else 'ranges'}", "needs derived_from")
     resolution = _resolution(where, spec, ctype, low, high)
 
     return Column(
         name=name, type=ctype, nullable=nullable, categories=categories, min=low, max=high,
         search_range=search, bins=bins, derived_from=derived_from, mapping=mapping, on_unknown=on_unknown,
-        private_mapping=spec.get("mapping") == "private", resolution=resolution,
+        private_mapping=spec.get("mapping") == "private", resolution=resolution, labels=labels, ranges=ranges,
         spikes=_spikes(where, spec, ctype, (low, high) if low is not None and high is not None else search),
     )
 
@@ -192,21 +198,7 @@ def load_schema(path: Path | str) -> TableSchema:
         loc = f"{where}: columns.{col.name}.derived_from"
         if col.derived_from not in names:
             raise _fail(loc, f"({col.derived_from!r}) is not a declared column")
-        source = columns[names.index(col.derived_from)]
-        if source.type != "category" or source.derived:
-            raise _fail(loc, "must name a measured category column")
-        keys = [k for k, _ in col.mapping]
-        if col.private_mapping:
-            pass
-        elif sorted(keys) != sorted(source.categories):
-            raise _fail(f"{where}: columns.{col.name}.mapping", "must give exactly one value for every category of "
-                        f"{source.name}")
-        if col.nullable != source.nullable:
-            raise _fail(f"{where}: columns.{col.name}.nullable", f"must equal that of {source.name}")
-        if col.has_public_bounds:
-            assert col.min is not None and col.max is not None
-            if any(not col.min <= v <= col.max for _, v in col.mapping):
-                raise _fail(f"{where}: columns.{col.name}.mapping", "has values outside min..max")
+        check_derived(where, col, columns[names.index(col.derived_from)])
 
     unit = PrivacyUnit()
     raw_unit = doc.get("privacy_unit", "row")

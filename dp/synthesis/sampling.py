@@ -101,7 +101,9 @@ class OutputColumn:
         type: ``int``, ``float`` or ``category``.
         domain: The encoding of a measured column, or None for a derived one.
         derived_from: The source column of a derived column.
-        mapping: Source category -> value, for a derived column.
+        mapping: Source category -> value, for a number derived from a category.
+        labels: Source category -> category, for a category derived from a category.
+        ranges: (low, high, category) with [low, high) ascending, for a category derived from a number.
     """
 
     name: str
@@ -109,6 +111,8 @@ class OutputColumn:
     domain: ColumnDomain | None = None
     derived_from: str | None = None
     mapping: Mapping[str, float] | None = None
+    labels: Mapping[str, str] | None = None
+    ranges: tuple[tuple[float, float, str], ...] | None = None
 
 
 def decode(
@@ -125,9 +129,12 @@ def decode(
         if column.domain is not None:
             arrays[column.name] = decoded[column.name]
             continue
-        if column.derived_from is None or column.mapping is None:
+        if column.derived_from is None:
             raise InternalError(f"output column {column.name!r} has neither a domain nor a derivation")
         source = decoded[column.derived_from]
+        if column.mapping is None:
+            arrays[column.name] = _derived_category(column, source)
+            continue
         keys = list(column.mapping)
         arrow_type = pa.int64() if column.type == "int" else pa.float64()
         mapped = pa.array([int(column.mapping[k]) if column.type == "int" else float(column.mapping[k]) for k in keys],
@@ -140,6 +147,24 @@ def decode(
     if table.num_rows != rows:
         raise InternalError("decoded table has the wrong number of rows")
     return table
+
+
+def _derived_category(column: OutputColumn, source: pa.Array) -> pa.Array:
+    """A category computed from its decoded source: by a mapping of categories, or by ranges of a number."""
+    if column.labels is not None:
+        keys = list(column.labels)
+        position = pc.index_in(source, value_set=pa.array(keys, type=pa.string()))
+        if position.null_count != source.null_count:
+            raise InternalError(f"derived column {column.name!r}: a source category has no mapping")
+        return pa.array([column.labels[k] for k in keys], type=pa.string()).take(position)
+    if not column.ranges:
+        raise InternalError(f"derived column {column.name!r} has neither a mapping nor ranges")
+    values = np.asarray(pc.cast(source, pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False))
+    lows = np.asarray([low for low, _, _ in column.ranges], dtype=np.float64)
+    index = np.clip(np.searchsorted(lows, values, side="right") - 1, 0, len(lows) - 1)
+    labels = pa.array([label for _, _, label in column.ranges], type=pa.string())
+    null = np.isnan(values)
+    return labels.take(pa.array(index, mask=null if null.any() else None))
 
 
 def _decode_column(code: CodeArray, column: OutputColumn, rng: np.random.Generator) -> pa.Array:

@@ -124,3 +124,50 @@ def test_quantile_bins_and_spikes_are_planned_in_the_bounds_stage(tmp_path):
     assert all(b.level_budget.amount * units == plan.stages["bounds"].amount for b in plan.bins)
     assert any("capital-gain" in line and "8 quantile bins: 3 levels of medians" in line for line in plan.lines())
     assert load_spec(spec).schema.column("capital-gain").spikes == (0.0,)
+
+
+def _derived_schema(tmp_path, derived):
+    path = tmp_path / "schema.yaml"
+    columns = {"e": SOURCE, "n": {"type": "int", "min": 0, "max": 99}, "d": derived}
+    path.write_text(yaml.safe_dump({"table": "t", "columns": columns}), encoding="utf-8")
+    return path
+
+
+def test_categories_derive_from_a_category_by_a_mapping_and_from_a_number_by_ranges(tmp_path):
+    schema = load_schema(_derived_schema(tmp_path, {"type": "category", "categories": ["low", "high"],
+                                                    "derived_from": "e", "mapping": {"a": "low", "b": "low",
+                                                                                     "c": "high"}}))
+    assert schema.column("d").labels == (("a", "low"), ("b", "low"), ("c", "high"))
+    (tmp_path / "r").mkdir()
+    schema = load_schema(_derived_schema(tmp_path / "r", {"type": "category", "categories": ["young", "old"],
+                                                          "derived_from": "n",
+                                                          "ranges": {"old": [65, 100], "young": [0, 65]}}))
+    assert schema.column("d").ranges == ((0.0, 65.0, "young"), (65.0, 100.0, "old"))
+    assert [c.name for c in schema.measured] == ["e", "n"]
+
+
+@pytest.mark.parametrize(
+    ("derived", "message"),
+    [
+        ({"type": "category", "categories": ["x"], "derived_from": "e", "mapping": {"a": "x", "b": "x"}},
+         "columns.d.mapping: must give exactly one category for every category of e"),
+        ({"type": "category", "categories": ["x"], "derived_from": "e", "mapping": {"a": "x", "b": "x", "c": "y"}},
+         "columns.d.mapping: maps to a value that is not one of this column's categories"),
+        ({"type": "category", "categories": ["x", "y"], "derived_from": "n", "ranges": {"x": [0, 50], "y": [60, 100]}},
+         "columns.d.ranges: must be contiguous and cover n's range [0, 99]"),
+        ({"type": "category", "categories": ["x", "y"], "derived_from": "n", "ranges": {"x": [0, 50], "y": [50, 99]}},
+         "columns.d.ranges: must be contiguous and cover n's range [0, 99]"),
+        ({"type": "category", "categories": ["x"], "derived_from": "n", "ranges": {"x": [5, 5]}},
+         "columns.d.ranges.x: low (5) must be below high (5)"),
+        ({"type": "category", "categories": ["x"], "derived_from": "n", "mapping": {"a": "x"}},
+         "columns.d.ranges: are required: a category derived from the number n"),
+        ({"type": "category", "categories": ["x"], "ranges": {"x": [0, 100]}}, "columns.d.ranges: needs derived_from"),
+        ({"type": "int", "min": 0, "max": 9, "derived_from": "n", "mapping": {"a": 1}},
+         "columns.d.derived_from: a number is derived from a category column"),
+    ],
+)
+def test_a_bad_derived_category_is_one_line_naming_the_key_and_the_rule(tmp_path, derived, message):
+    path = _derived_schema(tmp_path, derived)
+    with pytest.raises(SchemaError, match=re.escape(message)) as info:
+        load_schema(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
