@@ -428,8 +428,8 @@ def _max_size(spec: ReleaseSpec, name: str) -> int:
     assert col.bins is not None
     if col.bins.kind == "count":
         return int(col.bins.value) + extra
-    if col.bins.kind == "log":
-        return 66 + extra
+    if col.bins.kind == "log":  # doubling widths on each side of zero
+        return 132 + extra
     if col.bins.kind == "quantiles":  # the ranges, and a bin after each spike
         return 2 * int(col.bins.value) + extra
     low, high = (col.min, col.max) if col.has_public_bounds else col.search_range or (0.0, 0.0)

@@ -133,6 +133,16 @@ def numeric_domain(
             edges = sorted({low + math.floor(i * (top - low) / count) for i in range(count)} | {top})
         else:
             edges = list(np.linspace(low, top, count + 1))
+    elif binning.kind == "log" and low < 0 < top:
+        # A signed range is anchored at zero: [0, 1) alone, doubling widths above it and, mirrored, below it
+        # (..., [-4, -2), [-2, -1), [-1, 0)), so zero and small values never share a bin with the far tail.
+        points, offset = {low, 0.0, 1.0 if 1.0 < top else top, top}, 1.0
+        while offset < max(-low, top):
+            for point in (offset, -offset):
+                if low < point < top:
+                    points.add(point)
+            offset *= 2
+        edges = sorted(points)
     elif binning.kind == "log":
         # {low}, then bins doubling in width: [low+1, low+2), [low+2, low+4), ...
         edges, offset = [low], 1.0

@@ -232,3 +232,12 @@ def test_count_all_matches_a_per_row_reference(rows, cuts):
         assert counts[cols].dtype == np.int64
         assert counts[cols].tolist() == expected[cols], cols
     assert handling.rows_in == len(rows) and handling.rows_kept == sum(expected[("i",)])
+
+
+def test_log_bins_of_a_signed_range_are_anchored_at_zero():
+    d = numeric_domain("income", "int", -9000, 1_341_000, Binning("log"), nullable=False)
+    assert d.edges[0] == -9000 and d.edges[-1] == 1_341_001
+    zero = d.edges.index(0.0)
+    assert d.edges[zero - 2: zero + 3] == (-2.0, -1.0, 0.0, 1.0, 2.0)  # zero alone: never with -808 or 7,383
+    assert all(a < b for a, b in itertools.pairwise(d.edges))
+    assert numeric_domain("x", "int", 0, 20, Binning("log"), nullable=False).edges == (0, 1, 2, 4, 8, 16, 21)
