@@ -426,6 +426,8 @@ def _max_size(spec: ReleaseSpec, name: str) -> int:
     if col.type == "category":
         return len(col.categories) + extra
     assert col.bins is not None
+    if col.bins.kind == "values":
+        return len(col.bins.points) + extra
     if col.bins.kind == "count":
         return int(col.bins.value) + extra
     if col.bins.kind == "log":  # doubling widths on each side of zero

@@ -23,7 +23,8 @@ def _column(where: str, name: str, spec: Any, folder: Path) -> Column:
     if not isinstance(spec, dict):
         raise _fail(where, "must be a mapping with at least a 'type'")
     _keys(where, spec, {"type", "nullable", "categories", "min", "max", "search_range", "bins",
-                        "derived_from", "mapping", "ranges", "resolution", "spikes", "on_unknown", "description"},
+                        "derived_from", "mapping", "ranges", "resolution", "spikes", "values", "on_unknown",
+                        "description"},
           {"type"})
     ctype = spec["type"]
     if ctype not in ("int", "float", "category"):
@@ -71,7 +72,8 @@ def _column(where: str, name: str, spec: Any, folder: Path) -> Column:
 
     bins: Binning | None = None
     if ctype != "category":
-        bins = _binning(f"{where}.bins", spec.get("bins"), ctype)
+        bins = _values(where, spec, ctype, low, high) if "values" in spec else \
+            _binning(f"{where}.bins", spec.get("bins"), ctype)
         if low is None and search is None and "derived_from" not in spec:
             raise _fail(where, "a numeric column without public min/max needs a search_range for SVT")
 
@@ -103,6 +105,29 @@ def _column(where: str, name: str, spec: Any, folder: Path) -> Column:
         private_mapping=spec.get("mapping") == "private", resolution=resolution, labels=labels, ranges=ranges,
         spikes=_spikes(where, spec, ctype, (low, high) if low is not None and high is not None else search),
     )
+
+
+def _values(where: str, spec: dict[str, Any], ctype: str, low: float | None, high: float | None) -> Binning:
+    """A finite public value set: one bin per value, decoded exactly (``bins`` and ``spikes`` do not apply)."""
+    for key in ("bins", "spikes"):
+        if key in spec:
+            raise _fail(f"{where}.{key}", "does not apply with values: (one bin per declared value)")
+    raw = spec["values"]
+    if low is None or high is None:
+        raise _fail(where, "values: needs public min and max")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= 10_000:
+        raise _fail(f"{where}.values", "must be a list of 1 to 10000 numbers")
+    points: list[float] = []
+    for i, item in enumerate(raw):
+        value = _number(f"{where}.values[{i}]", item)
+        if ctype == "int" and value != int(value):
+            raise _fail(f"{where}.values[{i}]", f"({value}) must be a whole number for an int column")
+        if not low <= value <= high:
+            raise _fail(f"{where}.values[{i}]", f"({value}) must lie within the public min..max")
+        if float(value) in points:
+            raise _fail(f"{where}.values[{i}]", f"({value}) repeats an earlier value")
+        points.append(float(value))
+    return Binning("values", len(points), tuple(sorted(points)))
 
 
 def _spikes(where: str, spec: dict[str, Any], ctype: str, span: tuple[float, float] | None) -> tuple[float, ...]:

@@ -45,10 +45,12 @@ class Binning:
 
     ``quantiles`` N: about N bins of equal mass at DP quantiles, released by the bounds stage
     (:func:`dp.statistics.groups.quantile_edges`); a value holding a quantile twice gets a bin of its own.
+    ``values``: a finite public value set (``points``), one bin per value, decoded to exactly that value.
     """
 
-    kind: Literal["width", "count", "log", "quantiles"]
+    kind: Literal["width", "count", "log", "quantiles", "values"]
     value: float = 0
+    points: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class ColumnDomain:
         edges: Bin edges of a numeric column, ascending; bin i is [edges[i], edges[i+1]), the last
             bin is closed. For int columns the edges are whole numbers and the last edge is max + 1.
         nullable: Whether the last code stands for null.
+        points: Whether each bin stands for its lower edge alone (a public value set): decoded exactly.
     """
 
     name: str
@@ -69,6 +72,7 @@ class ColumnDomain:
     categories: tuple[str, ...] = ()
     edges: tuple[float, ...] = ()
     nullable: bool = False
+    points: bool = False
 
     @property
     def bins(self) -> int:
@@ -152,6 +156,12 @@ def numeric_domain(
         edges.append(top)
     elif binning.kind == "quantiles":
         raise ParameterError(f"column {name!r}: quantile bins come from the bounds stage (edges_domain)")
+    elif binning.kind == "values":
+        # One bin per public value, [v_i, v_(i+1)); a value between two declared ones is counted with the
+        # one below (clamped like any out-of-range value); each bin is decoded to its value exactly.
+        declared = sorted(float(v) for v in binning.points)
+        after = declared[-1] + 1.0 if kind == "int" else math.nextafter(declared[-1], math.inf)
+        return ColumnDomain(name, kind, edges=(*declared, after), nullable=nullable, points=True)
     else:  # pragma: no cover
         raise ParameterError(f"column {name!r}: unknown binning {binning.kind!r}")
     return ColumnDomain(name, kind, edges=with_spikes(edges, spikes, kind), nullable=nullable)

@@ -177,6 +177,10 @@ def _decode_column(code: CodeArray, column: OutputColumn, rng: np.random.Generat
         return labels.take(pa.array(inner, mask=null if null.any() else None))  # a null index takes a null
     edges = np.asarray(domain.edges, dtype=np.float64)
     low, high = edges[inner], edges[inner + 1]
+    if domain.points:  # a public value set: each bin is its value
+        exact = pa.array(low.astype(np.int64) if domain.kind == "int" else low,
+                         type=pa.int64() if domain.kind == "int" else pa.float64())
+        return pc.if_else(pa.array(null), pa.nulls(len(code), exact.type), exact) if null.any() else exact
     if domain.kind == "int":
         low_i, high_i = low.astype(np.int64), high.astype(np.int64)  # bin = [low, high) whole numbers
         values = low_i + np.floor(rng.random(len(code)) * (high_i - low_i)).astype(np.int64)
