@@ -88,3 +88,10 @@ def test_quantile_bins_are_released_by_the_bounds_stage_and_set_the_published_bi
     synthetic = pq.read_table(next((target / "synthetic").glob("*.parquet")), columns=["capital-gain"])
     share_zero = pc.mean(pc.cast(pc.equal(synthetic.column("capital-gain"), 0), pa.int64())).as_py()
     assert 0.85 < share_zero < 0.97  # the real share is 0.92: the spike is decoded exactly, not spread
+    # The published folder lost: a re-run replays every level's medians (no new charge, the same bins).
+    shutil.rmtree(target)
+    again = Path(release(spec=str(spec), out=str(out), ledger=str(ledger), release_id="q1"))
+    with Ledger.open(ledger) as book:
+        assert len([c for c in book.charges(release_id="q1") if c.query.startswith("quantile bins of ")]) == 7
+    replayed = pq.read_table(again / "marginals" / "capital-gain.parquet").to_pydict()
+    assert next(iter(replayed.values())) == labels
