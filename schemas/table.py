@@ -112,42 +112,35 @@ def _values(where: str, spec: dict[str, Any], ctype: str, low: float | None, hig
     for key in ("bins", "spikes"):
         if key in spec:
             raise _fail(f"{where}.{key}", "does not apply with values: (one bin per declared value)")
-    raw = spec["values"]
     if low is None or high is None:
         raise _fail(where, "values: needs public min and max")
-    if not isinstance(raw, list) or not 1 <= len(raw) <= 10_000:
-        raise _fail(f"{where}.values", "must be a list of 1 to 10000 numbers")
-    points: list[float] = []
-    for i, item in enumerate(raw):
-        value = _number(f"{where}.values[{i}]", item)
-        if ctype == "int" and value != int(value):
-            raise _fail(f"{where}.values[{i}]", f"({value}) must be a whole number for an int column")
-        if not low <= value <= high:
-            raise _fail(f"{where}.values[{i}]", f"({value}) must lie within the public min..max")
-        if float(value) in points:
-            raise _fail(f"{where}.values[{i}]", f"({value}) repeats an earlier value")
-        points.append(float(value))
-    return Binning("values", len(points), tuple(sorted(points)))
+    points = _number_list(f"{where}.values", spec["values"], ctype, (low, high), 10_000, "the public min..max")
+    return Binning("values", len(points), points)
 
 
 def _spikes(where: str, spec: dict[str, Any], ctype: str, span: tuple[float, float] | None) -> tuple[float, ...]:
     """Public values that get a bin of their own (zero income, a sentinel, a top code)."""
     if "spikes" not in spec:
         return ()
-    raw = spec["spikes"]
     if ctype == "category":
         raise _fail(f"{where}.spikes", "applies to numeric columns only")
-    if not isinstance(raw, list) or not 1 <= len(raw) <= 64:
-        raise _fail(f"{where}.spikes", "must be a list of 1 to 64 numbers")
+    return _number_list(f"{where}.spikes", spec["spikes"], ctype, span, 64, "min..max (or the search_range)")
+
+
+def _number_list(where: str, raw: Any, ctype: str, span: tuple[float, float] | None, most: int,
+                 inside: str) -> tuple[float, ...]:
+    """A list of distinct public numbers of a column (whole for an int column, inside ``span``), sorted."""
+    if not isinstance(raw, list) or not 1 <= len(raw) <= most:
+        raise _fail(where, f"must be a list of 1 to {most} numbers")
     out: list[float] = []
     for i, item in enumerate(raw):
-        value = _number(f"{where}.spikes[{i}]", item)
+        value = _number(f"{where}[{i}]", item)
         if ctype == "int" and value != int(value):
-            raise _fail(f"{where}.spikes[{i}]", f"({value}) must be a whole number for an int column")
+            raise _fail(f"{where}[{i}]", f"({value}) must be a whole number for an int column")
         if span is not None and not span[0] <= value <= span[1]:
-            raise _fail(f"{where}.spikes[{i}]", f"({value}) must lie within min..max (or the search_range)")
-        if value in out:
-            raise _fail(f"{where}.spikes[{i}]", f"({value}) repeats an earlier spike")
+            raise _fail(f"{where}[{i}]", f"({value}) must lie within {inside}")
+        if float(value) in out:
+            raise _fail(f"{where}[{i}]", f"({value}) repeats an earlier value")
         out.append(float(value))
     return tuple(sorted(out))
 

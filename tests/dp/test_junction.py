@@ -93,17 +93,24 @@ def test_tree_order_hub_and_candidates():
     assert ("b", "a", "c") in candidate_triples(order) and ("b", "c", "c") not in candidate_triples(order)
 
 
-def test_second_parents_follow_the_scores_with_little_noise_and_are_booked_and_replayed(tmp_path):
-    order = [("a", None), ("b", "a"), ("c", "b"), ("d", "b")]
-    shapes = {"a": 2, "b": 2, "c": 2, "d": 2}
-    generator = np.random.default_rng(0)  # test data
-    data = generator.integers(0, 2, size=(2000, 4))
+ORDER = [("a", None), ("b", "a"), ("c", "b"), ("d", "b")]
+SHAPES = {"a": 2, "b": 2, "c": 2, "d": 2}
+
+
+def _triples_where_c_copies_a() -> dict[tuple[str, ...], np.ndarray]:
+    """Exact counts of every candidate triple of ORDER over 2,000 rows in which c copies a (test data)."""
+    data = np.random.default_rng(0).integers(0, 2, size=(2000, 4))
     data[:, 2] = data[:, 0]  # c copies a: given b, a predicts c perfectly
     triples = {}
-    for triple in candidate_triples(order):
+    for triple in candidate_triples(ORDER):
         index = ["abcd".index(v) for v in triple]
         flat = data[:, index[0]] * 4 + data[:, index[1]] * 2 + data[:, index[2]]
         triples[triple] = np.bincount(flat, minlength=8)
+    return triples
+
+
+def test_second_parents_follow_the_scores_with_little_noise_and_are_booked_and_replayed(tmp_path):
+    order, shapes, triples = ORDER, SHAPES, _triples_where_c_copies_a()
     with Ledger.open(tmp_path / "l.sqlite") as ledger:
         ledger.register("pop", "zcdp", ZCDPBudget(Fraction(10**6)), Fraction(1, 10**9))
         ledger.reserve("pop", "r", ZCDPBudget(Fraction(10**5)))
@@ -261,16 +268,7 @@ def test_logsumexp_matches_scipy(rows, cols, seed):
 
 
 def test_noise_aware_second_parents_drop_a_parent_whose_cells_would_hold_more_noise_than_it_explains(tmp_path):
-    order = [("a", None), ("b", "a"), ("c", "b"), ("d", "b")]
-    shapes = {"a": 2, "b": 2, "c": 2, "d": 2}
-    generator = np.random.default_rng(0)  # test data
-    data = generator.integers(0, 2, size=(2000, 4))
-    data[:, 2] = data[:, 0]  # c copies a: a explains c (score about 2000)
-    triples = {}
-    for triple in candidate_triples(order):
-        index = ["abcd".index(v) for v in triple]
-        flat = data[:, index[0]] * 4 + data[:, index[1]] * 2 + data[:, index[2]]
-        triples[triple] = np.bincount(flat, minlength=8)
+    order, shapes, triples = ORDER, SHAPES, _triples_where_c_copies_a()  # a explains c (score about 2000)
     with Ledger.open(tmp_path / "l.sqlite") as ledger:
         ledger.register("pop", "zcdp", ZCDPBudget(Fraction(10**6)), Fraction(1, 10**9))
         ledger.reserve("pop", "r", ZCDPBudget(Fraction(10**5)))

@@ -98,7 +98,7 @@ def test_a_private_mapping_needs_a_bounds_share(tmp_path):
          "columns.d.spikes[0]: (11) must lie within min..max (or the search_range)"),
         ({"type": "int", "min": 0, "max": 10, "spikes": [0.5]},
          "columns.d.spikes[0]: (0.5) must be a whole number for an int column"),
-        ({"type": "int", "min": 0, "max": 10, "spikes": [1, 1]}, "columns.d.spikes[1]: (1) repeats an earlier spike"),
+        ({"type": "int", "min": 0, "max": 10, "spikes": [1, 1]}, "columns.d.spikes[1]: (1) repeats an earlier value"),
         ({"type": "int", "min": 0, "max": 10, "spikes": []}, "columns.d.spikes: must be a list of 1 to 64 numbers"),
         ({"type": "category", "categories": ["a"], "spikes": [1]}, "columns.d.spikes: applies to numeric columns"),
         ({"type": "int", "min": 0, "max": 10, "bins": "deciles"},
