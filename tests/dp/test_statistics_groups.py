@@ -81,7 +81,8 @@ def test_a_point_mass_group_gets_its_own_value_exactly_from_the_production_sampl
     groups = np.concatenate([np.full(n, g) for g, n in enumerate(sizes)])
     order = rng.permutation(len(values))
     codes = group_codes(values[order], groups[order], 4, grid)  # group 3 is empty
-    mechanism = GroupedQuantile(QuantileMechanism(grid, Fraction(1, 2), ZCDPBudget(Fraction(1, 2000))), 4)
+    # epsilon = sqrt(8 rho) = 0.4: another value is released with probability <= 528,486 exp(-0.4 * 500 / 2) < 1e-37
+    mechanism = GroupedQuantile(QuantileMechanism(grid, Fraction(1, 2), ZCDPBudget(Fraction(1, 50))), 4)
     context = ReleaseContext(ledger, "r1", "pure", secure_noise())
     drawn, record = measure_group_quantiles(codes, mechanism, context, query="median(density | puma)")
     assert [grid_value(grid, i, 1) for i in drawn[:3]] == true
