@@ -12,8 +12,8 @@ from dprelease.dp.measurement.marginals import (
     category_domain,
     edges_domain,
     numeric_domain,
-    with_spikes,
 )
+from dprelease.dp.measurement.spikes import with_spikes
 from dprelease.dp.synthesis.hierarchy import HierarchyTree as Tree
 from dprelease.dp.synthesis.sampling import OutputColumn
 from dprelease.schemas.model import Column, Hierarchy, TableSchema

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dprelease.dp.errors import DomainError, InternalError, ParameterError
+from dprelease.dp.measurement.spikes import with_spikes
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -166,20 +167,6 @@ def numeric_domain(
         raise ParameterError(f"column {name!r}: unknown binning {binning.kind!r}")
     return ColumnDomain(name, kind, edges=with_spikes(edges, spikes, kind), nullable=nullable)
 
-
-def with_spikes(edges: Sequence[float], spikes: Sequence[float], kind: str) -> tuple[float, ...]:
-    """``edges`` with a bin of its own for every spike inside them (public values; edges stay ascending).
-
-    >>> with_spikes([0.0, 10.0, 20.0], [0.0, 15.0], "int")
-    (0.0, 1.0, 10.0, 15.0, 16.0, 20.0)
-    """
-    low, top = float(edges[0]), float(edges[-1])
-    points = {float(e) for e in edges}
-    for s in spikes:
-        after = float(s) + 1.0 if kind == "int" else math.nextafter(float(s), math.inf)
-        if low <= s < top:
-            points.update(p for p in (float(s), after) if p <= top)
-    return tuple(sorted(points))
 
 
 def edges_domain(name: str, kind: Literal["int", "float"], edges: Sequence[float], *, nullable: bool) -> ColumnDomain:
