@@ -201,11 +201,14 @@ class StatisticsRequest:
         column: A measured numeric column.
         statistics: Which of :data:`STATISTICS` (``count`` is always measured: every statistic divides by it).
         quantiles: The quantile levels, in (0, 1), increasing (``median`` adds 1/2).
+        by: A category column: the statistics of each of its declared categories (disjoint groups of
+            rows: parallel composition, the same budget as one group), or None for the whole column.
     """
 
     column: str
     statistics: tuple[str, ...]
     quantiles: tuple[Fraction, ...] = ()
+    by: str | None = None
 
 
 @dataclass(frozen=True)

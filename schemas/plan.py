@@ -90,6 +90,8 @@ class PlannedStatistics:
         quantiles_budget: The budget of all quantiles (the exponential mechanism), or None without any.
         lower: The public lower clipping bound from the schema, or None (the bounds stage finds it).
         upper: The public upper clipping bound, or None.
+        by: The category column whose groups are summarised separately (parallel composition), or None.
+        groups: The declared categories of ``by`` (rows with a null or undeclared value are in no group).
     """
 
     column: str
@@ -99,6 +101,8 @@ class PlannedStatistics:
     quantiles_budget: Budget | None
     lower: float | None
     upper: float | None
+    by: str | None = None
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,8 @@ class ReleasePlan:
         for st in self.statistics:
             spent = st.moments_budget.amount + (st.quantiles_budget.amount if st.quantiles_budget else 0)
             levels = f"; quantiles {', '.join(f'{float(q):g}' for q in st.quantiles)}" if st.quantiles else ""
-            out.append(f"    stats: {st.column} ({', '.join(st.statistics)}{levels}), {unit}={float(spent):.6g}")
+            by = f" by {st.by} ({len(st.groups)} groups in parallel)" if st.by else ""
+            out.append(f"    stats: {st.column}{by} ({', '.join(st.statistics)}{levels}), {unit}={float(spent):.6g}")
         if self.cliques is not None:
             c = self.cliques
             tree_epsilon = float(c.tree_budget.epsilon)
@@ -311,9 +316,10 @@ def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]) -> tuple[Plan
         column = spec.schema.column(request.column)
         moments, quantiles = (_share(per_column, 2), _share(per_column, 2)) if request.quantiles else (per_column, None)
         public = column.has_public_bounds
+        groups = spec.schema.column(request.by).categories if request.by else ()
         out.append(PlannedStatistics(request.column, ("count", *(s for s in request.statistics if s != "count")),
                                      request.quantiles, moments, quantiles, column.min if public else None,
-                                     column.max if public else None))
+                                     column.max if public else None, request.by, groups))
     return tuple(out)
 
 

@@ -220,15 +220,19 @@ def _stats(where: str, raw: Any, schema: TableSchema) -> tuple[StatisticsRequest
         loc = f"{where}[{i}]"
         if not isinstance(item, dict):
             raise _fail(loc, "must be a mapping with column and statistics")
-        _keys(loc, item, {"column", "statistics", "quantiles"}, {"column", "statistics"})
+        _keys(loc, item, {"column", "statistics", "quantiles", "by"}, {"column", "statistics"})
         column = item["column"]
         if not isinstance(column, str) or column not in schema.names:
             raise _fail(f"{loc}.column", f"({column!r}) is not a declared column")
         declared = schema.column(column)
         if not declared.numeric or declared.derived:
             raise _fail(f"{loc}.column", f"({column!r}) must be a measured numeric column")
-        if any(request.column == column for request in out):
-            raise _fail(f"{loc}.column", f"({column!r}) is listed twice")
+        by = item.get("by")
+        if by is not None and (not isinstance(by, str) or by not in schema.names
+                               or schema.column(by).type != "category"):
+            raise _fail(f"{loc}.by", f"({by!r}) must be a declared category column")
+        if any(request.column == column and request.by == by for request in out):
+            raise _fail(f"{loc}.column", f"({column!r}) is listed twice" + (f" by {by}" if by else ""))
         wanted = item["statistics"]
         if not isinstance(wanted, list) or not wanted or not all(isinstance(w, str) for w in wanted):
             raise _fail(f"{loc}.statistics", f"must be a non-empty list of {', '.join(STATISTICS)}")
@@ -249,7 +253,7 @@ def _stats(where: str, raw: Any, schema: TableSchema) -> tuple[StatisticsRequest
         if "median" in wanted:
             levels.append(Fraction(1, 2))
         levels = sorted(set(levels))
-        out.append(StatisticsRequest(column, tuple(dict.fromkeys(wanted)), tuple(levels)))
+        out.append(StatisticsRequest(column, tuple(dict.fromkeys(wanted)), tuple(levels), by))
     return tuple(out)
 
 

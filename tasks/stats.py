@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from prefect import get_run_logger
 
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
@@ -23,8 +24,15 @@ from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
-from dprelease.dp.statistics.moments import Estimate, MomentsMechanism, measure_moments
-from dprelease.dp.statistics.quantiles import measure_quantiles, quantile_intervals, quantile_mechanisms
+from dprelease.dp.statistics.groups import GroupedQuantile, group_codes, measure_group_quantiles
+from dprelease.dp.statistics.moments import Estimate, MomentsMechanism, measure_moments, measure_moments_by_group
+from dprelease.dp.statistics.quantiles import (
+    NoisyQuantiles,
+    QuantileMechanism,
+    measure_quantiles,
+    quantile_intervals,
+    quantile_mechanisms,
+)
 from dprelease.schemas.plan import PlannedStatistics, ReleasePlan
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import read_table
@@ -81,6 +89,51 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
     return out
 
 
+def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], by: pa.ChunkedArray,
+               clip: ClipBounds, context: ReleaseContext, seed: int,
+               records: list[MeasurementRecord]) -> dict[str, object]:
+    """The statistics of each group of ``planned.by`` (parallel composition: one charge per query)."""
+    grid = Grid(clip)
+    wanted = set(planned.statistics)
+    weights = {"count": 1, "sum": 1 if wanted & {"sum", "mean", "variance", "std"} else 0,
+               "sum_of_squares": 1 if wanted & {"variance", "std"} else 0}
+    assert planned.by is not None
+    index = pc.index_in(pc.cast(by, pa.string()), value_set=pa.array(planned.groups, type=pa.string()))
+    groups = np.asarray(index.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    moments = measure_moments_by_group(values, groups, planned.groups, MomentsMechanism(grid, planned.moments_budget,
+                                       weights), context, column=planned.column, by=planned.by, seed=seed)
+    records.extend(moments[0].records if moments else ())
+    released: list[list[float]] = [[] for _ in planned.groups]
+    quantile_mechs: tuple[QuantileMechanism, ...] = ()
+    if planned.quantiles:
+        assert planned.quantiles_budget is not None  # the plan gives a share when quantiles are asked for
+        quantile_mechs = quantile_mechanisms(grid, list(planned.quantiles), planned.quantiles_budget)
+        codes = group_codes(values, groups, len(planned.groups), grid)
+        for mechanism in quantile_mechs:
+            drawn, record = measure_group_quantiles(
+                codes, GroupedQuantile(mechanism, len(planned.groups)), context, stage="stats",
+                query=f"quantile {mechanism.quantile}({planned.column} by {planned.by})")
+            records.append(record)
+            for g, point in enumerate(drawn):
+                released[g].append(float(grid.decode(np.array([point - grid.half_steps]))[0]))
+    out_groups = []
+    for g, label in enumerate(planned.groups):
+        count = moments[g].count()
+        estimates = [count, *(getattr(moments[g], name)() for name in ("sum", "mean", "variance", "std")
+                              if name in wanted)]
+        entry: dict[str, object] = {"group": label, "estimates": [_estimate(e) for e in estimates]}
+        if quantile_mechs:
+            ordered = NoisyQuantiles(planned.column, grid, tuple(quantile_mechs), tuple(planned.quantiles),
+                                     tuple(sorted(released[g])), ())
+            intervals = quantile_intervals(ordered, max(1.0, count.estimate))
+            entry["quantiles"] = [{"level": float(level), "value": value, "low95": low, "high95": high}
+                                  for level, value, (low, high) in zip(ordered.levels, ordered.values, intervals,
+                                                                       strict=True)]
+        out_groups.append(entry)
+    return {"column": planned.column, "by": planned.by,
+            "bounds": {"lower": clip.lower, "upper": clip.upper, "source": clip.source}, "groups": out_groups}
+
+
 @sensitive_task("measure_statistics")
 def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str,
                        staging: str) -> list[MeasurementRecord]:
@@ -90,15 +143,18 @@ def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger
         The measurements' public records (for the audit), in the order drawn.
     """
     spec = plan.spec
-    columns = [planned.column for planned in plan.statistics]
+    columns = list(dict.fromkeys([*(p.column for p in plan.statistics), *(p.by for p in plan.statistics if p.by)]))
     table = read_table(spec.data, columns)
     results = []
     records: list[MeasurementRecord] = []
     with Ledger.open(Path(ledger_path)) as ledger:
         context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
         for planned in plan.statistics:
-            results.append(_one_column(planned, _values(table.column(planned.column)), _clip_bounds(planned, bounds),
-                                       context, plan.seed, records))
+            values, clip = _values(table.column(planned.column)), _clip_bounds(planned, bounds)
+            if planned.by is not None:
+                results.append(_by_groups(planned, values, table.column(planned.by), clip, context, plan.seed, records))
+            else:
+                results.append(_one_column(planned, values, clip, context, plan.seed, records))
     del table
     target = Path(staging) / STATISTICS_FILE
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.mechanisms.noise import DiscreteGaussian, DiscreteLaplace
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
-from dprelease.dp.statistics.moments import MEAN_WEIGHTS, MomentsMechanism, measure_moments
+from dprelease.dp.statistics.moments import MEAN_WEIGHTS, MomentsMechanism, measure_moments, measure_moments_by_group
 from tests.noise import SeededNoise, SpyNoise
 
 ALL = {"count": 1, "sum": 1, "sum_of_squares": 1, "clipped": 1}
@@ -179,3 +179,34 @@ def test_svt_bounds_are_booked_and_feed_the_moments(context):
     m = MomentsMechanism(Grid(bounds), PureBudget(Fraction(1)))
     noisy = measure_moments(values, m, context, column="stay", seed=0)
     assert abs(noisy.mean().estimate - values.mean()) < 2
+
+
+def test_moments_by_group_book_each_query_once_at_the_scalar_loss(context):
+    grid = Grid(ClipBounds(0.0, 10.0), half_steps=5)
+    mechanism = MomentsMechanism(grid, PureBudget(Fraction(1)))
+    values = np.array([1.0, 2.0, 9.0, 10.0, np.nan, 4.0])
+    groups = np.array([0, 0, 1, 1, 1, -1])  # the last row is in no group (a null or undeclared by-value)
+    out = measure_moments_by_group(values, groups, ["a", "b"], mechanism, context, column="x", by="g", seed=1)
+    assert len(out) == 2 and out[0].records == out[1].records
+    charges = context.ledger.charges(release_id="r1")
+    assert sorted(c.query for c in charges) == ["count(x by g)", "sum(x by g)", "sum_of_squares(x by g)"]
+    assert sum(c.loss for c in charges) == mechanism.privacy_loss().epsilon  # the same as one group's
+
+
+@pytest.mark.parametrize("rows", [[3.0], [0.0, 10.0], [10.0, 10.0, 0.0]])
+def test_the_grouped_answers_move_no_more_than_one_groups_answer_would(rows):
+    """Adding a unit's rows (in any groups) moves every query's vector by at most the scalar sensitivity, L1 and L2."""
+    c = len(rows)
+    grid = Grid(ClipBounds(0.0, 10.0), half_steps=5)
+    mechanism = MomentsMechanism(grid, PureBudget(Fraction(1)), contributions=c)
+    rng = np.random.default_rng(3)  # test data
+    base = rng.uniform(0, 10, 40)
+    base_groups = rng.integers(0, 3, 40)
+    for added_groups in ([0] * c, list(range(c)), [2] * c):
+        values, groups = np.r_[base, rows], np.r_[base_groups, added_groups[:c]]
+        for name, part in mechanism.parts().items():
+            before = np.concatenate([mechanism.exact_answers(base[base_groups == g])[name] for g in range(3)])
+            after = np.concatenate([mechanism.exact_answers(values[groups == g])[name] for g in range(3)])
+            delta = (after - before).astype(float)
+            bound = float(part.l1_sensitivity)  # pure DP: discrete Laplace; zCDP uses the same number as L2
+            assert np.abs(delta).sum() <= bound and np.sqrt((delta ** 2).sum()) <= bound

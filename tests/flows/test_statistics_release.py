@@ -42,6 +42,10 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
         ([{"column": "age", "statistics": ["quantiles"]}], r"stats\[0\]\.quantiles: must be given exactly when"),
         ([{"column": "age", "statistics": ["quantiles"], "quantiles": [1.5]}], r"must be a number strictly between"),
         ([{"column": "nope", "statistics": ["mean"]}], r"stats\[0\]\.column: \('nope'\) is not a declared column"),
+        ([{"column": "age", "statistics": ["mean"], "by": "hours-per-week"}],
+         r"stats\[0\]\.by: \('hours-per-week'\) must be a declared category column"),
+        ([{"column": "age", "statistics": ["mean"], "by": "sex"}, {"column": "age", "statistics": ["mean"], "by": "sex"}],
+         r"stats\[1\]\.column: \('age'\) is listed twice by sex"),
     ],
 )
 def test_a_bad_stats_section_is_one_line_naming_the_key_and_the_rule(tmp_path, stats, message):
@@ -86,3 +90,31 @@ def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path)
     with Ledger.open(ledger) as book:
         assert len(book.charges(release_id="s1")) == len(charges)
     assert (again / "statistics" / "statistics.json").read_bytes() == first
+
+
+@pytest.mark.e2e
+def test_statistics_by_group_are_booked_once_per_query_and_published_per_group(prefect_harness, tmp_path):
+    stats = [{"column": "age", "statistics": ["count", "mean", "median"], "by": "sex"},
+             {"column": "hours-per-week", "statistics": ["mean"], "by": "race"}]
+    spec = adult_example(tmp_path, allocation=ALLOCATION, stats=stats)
+    plan = plan_release(load_spec(spec), "r", 1)
+    assert plan.statistics[0].groups == ("Female", "Male") and plan.statistics[0].by == "sex"
+    assert any("stats: age by sex (2 groups in parallel)" in line for line in plan.lines())
+    ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
+    target = Path(release(spec=str(spec), out=str(out), ledger=str(ledger), release_id="g1"))
+    assert verify_release(target) == []
+    published = json.loads((target / "statistics" / "statistics.json").read_text())
+    age, hours = published["columns"]
+    assert age["by"] == "sex" and [g["group"] for g in age["groups"]] == ["Female", "Male"]
+    real = pq.read_table(spec.parent / "adult.parquet", columns=["age", "sex"]).to_pydict()
+    for group in age["groups"]:
+        ages = [a for a, s in zip(real["age"], real["sex"], strict=True) if s == group["group"]]
+        mean = next(e for e in group["estimates"] if e["statistic"] == "mean")
+        assert abs(mean["estimate"] - sum(ages) / len(ages)) < 1.5 and mean["low95"] <= mean["estimate"]
+        assert abs(group["quantiles"][0]["value"] - sorted(ages)[len(ages) // 2]) <= 3
+    assert len(hours["groups"]) == 5
+    with Ledger.open(ledger) as book:
+        charges = [c for c in book.charges(release_id="g1") if c.stage == "stats"]
+    queries = sorted(c.query for c in charges)
+    assert queries.count("count(age by sex)") == 1 and "quantile 1/2(age by sex)" in queries
+    assert not any("| Female" in q or "| Male" in q for q in queries)  # one charge for all groups
