@@ -171,7 +171,10 @@ class FittedModel:
         return _sum_to(self.cliques[host], self.tree.cliques[host], tuple(columns))
 
 
-def estimate(tree: JunctionTree, marginals: Sequence[Marginal], total: float, *, iterations: int = 300) -> FittedModel:
+def estimate(
+    tree: JunctionTree, marginals: Sequence[Marginal], total: float, *, iterations: int = 300,
+    start: Sequence[FloatArray] | None = None,
+) -> FittedModel:
     """Fit the model to noisy marginals by mirror descent (Private-PGM's estimator).
 
     Args:
@@ -179,6 +182,8 @@ def estimate(tree: JunctionTree, marginals: Sequence[Marginal], total: float, *,
         marginals: The noisy marginals with their cell variances.
         total: The (noisy, post-processed) number of rows.
         iterations: Accepted mirror-descent steps.
+        start: Initial clique log-potentials, shaped like the cliques (all zeros, the uniform
+            distribution, when None).
 
     Returns:
         The clique probabilities.
@@ -208,7 +213,10 @@ def estimate(tree: JunctionTree, marginals: Sequence[Marginal], total: float, *,
             gradient[host] += _align(residual * (scale / m.variance), m.columns, tree.cliques[host])
         return loss, gradient, probabilities
 
-    potentials = [np.zeros(tree.shape(i)) for i in range(len(tree.cliques))]
+    if start is not None and [np.shape(p) for p in start] != [tree.shape(i) for i in range(len(tree.cliques))]:
+        raise ParameterError("estimate: start must hold one log-potential per clique, shaped like the clique")
+    potentials = ([np.zeros(tree.shape(i)) for i in range(len(tree.cliques))] if start is None
+                  else [np.array(p, dtype=np.float64) for p in start])
     loss, gradient, probabilities = loss_and_gradient(potentials)
     if not marginals:
         return FittedModel(tree, probabilities, loss)
