@@ -34,14 +34,6 @@ def narrow(codes: npt.NDArray[np.integer[Any]], size: int) -> CodeArray:
     return codes.astype(np.int64, copy=False)
 
 
-def _draw(probabilities: npt.NDArray[np.float64], n: int, rng: np.random.Generator) -> IntArray:
-    """``n`` codes drawn from ``probabilities`` by inverse CDF."""
-    cdf = np.cumsum(probabilities)
-    cdf /= cdf[-1]
-    out: IntArray = np.searchsorted(cdf, rng.random(n), side="right").astype(np.int64)
-    return np.minimum(out, len(probabilities) - 1)
-
-
 def exact_codes(counts: IntArray, rng: np.random.Generator) -> IntArray:
     """Codes in random order with exactly ``counts[c]`` copies of each code c.
 
