@@ -77,6 +77,19 @@ def test_tree_reproduces_a_deterministic_dependency(rng):
     assert np.array_equal(codes["a"], codes["b"])
 
 
+def test_the_release_path_starts_from_the_consistent_tables_and_keeps_a_dependency(rng):
+    from dprelease.dp.synthesis.junction import WARM_ITERATIONS
+    from dprelease.dp.synthesis.postprocess import consistent_marginals
+
+    marginals = [_noisy(("a",), (3,), [612, 1, 387], 5.0), _noisy(("b",), (2,), [590, 410], 5.0),
+                 _noisy(("a", "b"), (3, 2), [598, -4, 3, -2, 6, 395], 5.0)]  # b == (a == 2), with noise
+    consistent = consistent_marginals(marginals, 1000)
+    model = _forest(["a", "b"], {"a": 3, "b": 2}, marginals, 1000, consistent)
+    assert WARM_ITERATIONS < 300 and list(model.counts) == []  # every clique is published as a marginal
+    codes = _sample(model, {"a": 3, "b": 2}, 1000, rng)
+    assert (codes["b"] == (codes["a"] == 2)).mean() > 0.98  # noise of sigma 5 a cell: a few rows off it
+
+
 def test_empty_parent_row_falls_back_to_the_child_marginal(rng):
     def marginal(columns):  # no mass in either row of (a, b): each falls back to b's 1-way
         return {("a",): np.array([1.0, 0.0]), ("b",): np.array([0.3, 0.7]), ("a", "b"): np.zeros((2, 2))}[columns]
