@@ -59,6 +59,13 @@ HIERARCHY_POSTPROCESSING = (
     "exactly (published in marginals/hierarchy-*.parquet)"
 )
 
+FOREST_MODEL = (
+    "forest over the measured 2-way marginals (parent -> child; a pair that would close a cycle is left out), "
+    "fitted as a junction tree of its 1- and 2-cliques to the noisy 2-ways and 1-ways by mirror descent "
+    "(Private-PGM's estimator, McKenna et al. 2019) started from the consistent tables; sampled parents first, "
+    "systematically within each parent group"
+)
+
 
 def _approx(rho: Fraction, delta: Fraction) -> EpsilonDelta:
     """A zCDP amount as (epsilon, delta) by the CKS conversion, epsilon rounded up."""
@@ -270,7 +277,7 @@ def build_audit(
             model=("degree-2 junction tree over the measured cliques, fitted to the noisy cliques and 1-ways by "
                    "mirror descent (Private-PGM's estimator, McKenna et al. 2019); sampled parents first, "
                    "systematically within each parent group, numeric codes refined within their coarse bin from "
-                   "the 1-way" if spec.auto_cliques else "tree over the measured 2-way marginals (parent -> child)"),
+                   "the 1-way" if spec.auto_cliques else FOREST_MODEL),
             model_edges=tuple(tuple(e) for e in model_edges),
             sampling_seed=plan.seed,
             synthetic_rows=synthetic_rows,

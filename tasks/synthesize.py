@@ -16,16 +16,12 @@ from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.measurement.marginals import ColumnDomain
 from dprelease.dp.mechanisms.random import synthetic_generator
 from dprelease.dp.synthesis.consistency import hierarchy_counts
-from dprelease.dp.synthesis.estimation import TreeModel, fit_tree
-from dprelease.dp.synthesis.junction import (
-    JunctionEstimate,
-    fit_junction,
-)
+from dprelease.dp.synthesis.junction import JunctionEstimate, fit_junction, forest_cliques
 from dprelease.dp.synthesis.postprocess import (
     consistent_marginals,
     estimate_total,
 )
-from dprelease.dp.synthesis.sampling import CodeArray, OutputColumn, decode, sample_codes, sample_junction
+from dprelease.dp.synthesis.sampling import CodeArray, OutputColumn, decode, sample_junction
 from dprelease.schemas.encoding import hierarchy_tree, output_columns
 from dprelease.schemas.model import Hierarchy
 from dprelease.schemas.plan import ReleasePlan
@@ -41,18 +37,17 @@ class Estimate:
     Attributes:
         rows: The post-processed noisy row count.
         consistent: Non-negative integer counts of every marginal, each summing to ``rows``.
-        model: The fitted tree model (each hierarchy column is the root of its part).
+        model: The fitted junction-tree model: the measured cliques (``cliques: auto``), or the forest
+            over the measured 2-ways as 1- and 2-cliques (each hierarchy column the root of its part).
     """
 
     rows: int
     consistent: dict[tuple[str, ...], npt.NDArray[np.int64]]
-    model: TreeModel
+    model: JunctionEstimate
     hierarchies: dict[str, list[npt.NDArray[np.int64]]] = field(default_factory=dict)
     """Post-processed integer counts of every hierarchy level, the root (the row count) first."""
     exact: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
     """Leaf counts that the synthetic table reproduces exactly (each hierarchy's column)."""
-    junction: JunctionEstimate | None = None
-    """The junction-tree model (``cliques: auto``); then ``model`` is unused."""
     domains: tuple[ColumnDomain, ...] = ()
     """Every column's public domain, as the measurement stage built it."""
 
@@ -65,8 +60,8 @@ class SynthesisResult:
         rows: Synthetic row count (the post-processed noisy total).
         table_file: Path of the synthetic table, relative to the release folder.
         marginal_files: Paths of the published post-processed marginals.
-        model_edges: The (parent, child) edges of the fitted tree.
-        cliques: The junction tree's cliques, (parents..., child), for ``cliques: auto``.
+        model_edges: The (parent, child) edges of the fitted model.
+        cliques: The model's cliques, (parents..., child) in sampling order.
     """
 
     rows: int
@@ -116,7 +111,9 @@ def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: 
     The row count is the inverse-variance-weighted total of every noisy partition of the rows;
     each hierarchy is made consistent with its root pinned to it; every 1-way marginal is the
     inverse-variance combination of all marginals containing its column, and every 2-way table is
-    fitted to its two 1-ways and rounded so its margins equal them exactly.
+    fitted to its two 1-ways and rounded so its margins equal them exactly. The model is a junction
+    tree fitted to the noisy measurements by Private-PGM's estimator: over the measured cliques
+    (``cliques: auto``), or over the forest of the measured 2-ways (a tree is a junction tree of 2-cliques).
     """
     spec = plan.spec
     domains = list(measured.domains)
@@ -128,15 +125,14 @@ def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: 
     # Every marginal agrees with the best 1-way estimates (and with the hierarchies' leaf counts).
     consistent = consistent_marginals(marginals, total, exact)
     if measured.cliques:
-        sizes = {d.name: d.size for d in domains}
-        junction = fit_junction(measured.cliques, measured.marginals, measured.maps, consistent, sizes, total)
-        return Estimate(total, consistent, TreeModel((), {}, {}), hierarchies, exact, junction, measured.domains)
-    one = {cols[0]: counts for cols, counts in consistent.items() if len(cols) == 1}
-    two = {(cols[0], cols[1]): counts for cols, counts in consistent.items() if len(cols) == 2}
-    # Hierarchy columns first: each becomes the root of its part of the model, sampled exactly.
-    names = [*exact, *[d.name for d in domains if d.name not in exact]]
-    model = fit_tree(names, {d.name: d.size for d in domains}, one, two)
-    return Estimate(total, consistent, model, hierarchies, exact, domains=measured.domains)
+        cliques = [m.columns for m in measured.cliques]
+        fitted = [*measured.cliques, *measured.marginals]
+    else:
+        # Hierarchy columns first: each becomes the root of its part of the forest, sampled exactly.
+        names = [*exact, *[d.name for d in domains if d.name not in exact]]
+        cliques, fitted = forest_cliques(names, marginals)
+    model = fit_junction(cliques, fitted, measured.maps, consistent, {d.name: d.size for d in domains}, total)
+    return Estimate(total, consistent, model, hierarchies, exact, measured.domains)
 
 
 def _coarse_labels(labels: tuple[str, ...], fine_to_coarse: npt.NDArray[np.int64] | None) -> list[str]:
@@ -181,13 +177,9 @@ def sample_synthetic(
     domains = list(estimate.domains)
     by_name = {d.name: d for d in domains}
     rng = synthetic_generator(plan.seed)
-    junction = estimate.junction
-    codes: Mapping[str, CodeArray]
-    if junction is not None:
-        codes = sample_junction(junction.cliques, junction.fitted.marginal, {d.name: d.size for d in domains},
-                                junction.maps, junction.fine, estimate.rows, rng, estimate.exact)
-    else:
-        codes = sample_codes(estimate.model, estimate.rows, rng, estimate.exact)
+    model = estimate.model
+    codes = sample_junction(model.cliques, model.fitted.marginal, {d.name: d.size for d in domains}, model.maps,
+                            model.fine, estimate.rows, rng, estimate.exact)
     root = Path(staging)
     (root / "synthetic").mkdir()
     table_file = f"synthetic/{spec.schema.table}.parquet"
@@ -203,21 +195,17 @@ def sample_synthetic(
         name = f"marginals/{'__'.join(cols)}.parquet"
         pq.write_table(pa.table(data).replace_schema_metadata(_metadata(plan, version)), root / name)
         files.append(name)
-    if junction is not None:
-        for clique, counts in junction.counts.items():
-            labels = [_coarse_labels(by_name[c].labels(), junction.maps.get(c)) for c in clique]
-            grids = np.meshgrid(*[np.arange(len(x)) for x in labels], indexing="ij")
-            data = {c: pa.array(np.asarray(x)[g.ravel()]) for c, x, g in zip(clique, labels, grids, strict=True)}
-            data["count"] = pa.array(counts, type=pa.int64())
-            name = f"marginals/clique-{'__'.join(clique)}.parquet"
-            pq.write_table(pa.table(data).replace_schema_metadata(_metadata(plan, version)), root / name)
-            files.append(name)
+    for clique, counts in model.counts.items():
+        labels = [_coarse_labels(by_name[c].labels(), model.maps.get(c)) for c in clique]
+        grids = np.meshgrid(*[np.arange(len(x)) for x in labels], indexing="ij")
+        data = {c: pa.array(np.asarray(x)[g.ravel()]) for c, x, g in zip(clique, labels, grids, strict=True)}
+        data["count"] = pa.array(counts, type=pa.int64())
+        name = f"marginals/clique-{'__'.join(clique)}.parquet"
+        pq.write_table(pa.table(data).replace_schema_metadata(_metadata(plan, version)), root / name)
+        files.append(name)
     for h in spec.schema.hierarchies:
         files += _write_hierarchy(h, estimate.hierarchies[h.name], by_name[h.column].labels(), root,
                                   _metadata(plan, version))
-    edges = (tuple((c[-2], c[-1]) for c in junction.cliques) if junction is not None
-             else tuple(estimate.model.edges()))
-    get_run_logger().info("sampled %d synthetic rows (seed %d) from a %s over %d columns", estimate.rows, plan.seed,
-                          "junction tree" if junction is not None else "tree", len(domains))
-    return SynthesisResult(estimate.rows, table_file, tuple(files), edges,
-                           tuple(junction.cliques) if junction is not None else ())
+    get_run_logger().info("sampled %d synthetic rows (seed %d) from a junction tree of %d cliques over %d columns",
+                          estimate.rows, plan.seed, len(model.cliques), len(domains))
+    return SynthesisResult(estimate.rows, table_file, tuple(files), tuple(model.edges()), tuple(model.cliques))

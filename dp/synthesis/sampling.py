@@ -19,7 +19,6 @@ import pyarrow.compute as pc
 
 from dprelease.dp.errors import InternalError
 from dprelease.dp.measurement.marginals import ColumnDomain
-from dprelease.dp.synthesis.estimation import TreeModel
 
 IntArray = npt.NDArray[np.int64]
 CodeArray = npt.NDArray[np.integer[Any]]
@@ -35,14 +34,6 @@ def narrow(codes: npt.NDArray[np.integer[Any]], size: int) -> CodeArray:
     return codes.astype(np.int64, copy=False)
 
 
-def _draw(probabilities: npt.NDArray[np.float64], n: int, rng: np.random.Generator) -> IntArray:
-    """``n`` codes drawn from ``probabilities`` by inverse CDF."""
-    cdf = np.cumsum(probabilities)
-    cdf /= cdf[-1]
-    out: IntArray = np.searchsorted(cdf, rng.random(n), side="right").astype(np.int64)
-    return np.minimum(out, len(probabilities) - 1)
-
-
 def exact_codes(counts: IntArray, rng: np.random.Generator) -> IntArray:
     """Codes in random order with exactly ``counts[c]`` copies of each code c.
 
@@ -54,42 +45,6 @@ def exact_codes(counts: IntArray, rng: np.random.Generator) -> IntArray:
         raise InternalError("exact_codes needs non-negative counts")
     out: IntArray = rng.permutation(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
     return out
-
-
-def sample_codes(
-    model: TreeModel, rows: int, rng: np.random.Generator, exact: Mapping[str, IntArray] | None = None
-) -> dict[str, IntArray]:
-    """Sample ``rows`` rows of codes, parents before children.
-
-    Args:
-        model: The fitted model.
-        rows: How many rows.
-        rng: The seeded generator of synthetic sampling.
-        exact: Root columns whose codes must appear exactly so many times (published hierarchy
-            counts); their counts must sum to ``rows``.
-
-    Raises:
-        InternalError: If an exact column is not a root of the model or its counts do not sum to ``rows``.
-    """
-    exact = exact or {}
-    roots = {column for column, parent in model.order if parent is None}
-    for column, counts in exact.items():
-        if column not in roots or int(np.sum(counts)) != rows:
-            raise InternalError(f"exact counts of {column!r} must be a model root's and sum to the row count")
-    codes: dict[str, IntArray] = {}
-    for column, parent in model.order:
-        if parent is None:
-            codes[column] = exact_codes(exact[column], rng) if column in exact else _draw(
-                model.roots[column], rows, rng)
-            continue
-        conditional = model.conditionals[column]
-        out = np.empty(rows, dtype=np.int64)
-        parent_codes = codes[parent]
-        for value in np.unique(parent_codes):
-            where = np.flatnonzero(parent_codes == value)
-            out[where] = _draw(conditional[value], len(where), rng)
-        codes[column] = out
-    return codes
 
 
 @dataclass(frozen=True)
@@ -364,7 +319,9 @@ def sample_junction(
     """Fine codes of ``rows`` rows drawn from a fitted junction-tree model, parents before children.
 
     Args:
-        cliques: (parents..., child) in sampling order; the first clique's first column is the root.
+        cliques: (parents..., child) in sampling order; the first clique's first column is a root, and
+            a 1-clique ``(root,)`` is one (a forest has one per component). A root is drawn from its
+            1-way distribution.
         marginal: The fitted model's distribution over a tuple of columns (inside one clique), in
             coarse codes.
         sizes: The fine size of every column.
@@ -374,12 +331,23 @@ def sample_junction(
         rows: How many rows.
         rng: The seeded generator of sampling.
         exact: Columns whose fine codes must appear exactly so many times (published hierarchy leaf
-            counts); each is adjusted as soon as it is drawn, before its children.
+            counts; each sums to ``rows``): a root is drawn with exactly these counts in random order,
+            any other column adjusted as soon as it is drawn, before its children.
 
     Returns:
         Fine codes per column.
+
+    Raises:
+        InternalError: If there is no clique, a clique comes before a parent's, or exact counts are not a
+            model column's or do not sum to ``rows``.
     """
     exact = exact or {}
+    if not cliques:
+        raise InternalError("sample_junction needs at least one clique")
+    modelled = {c for clique in cliques for c in clique}
+    for column, counts in exact.items():
+        if column not in modelled or int(np.sum(counts)) != rows:
+            raise InternalError(f"exact counts of {column!r} must be a model column's and sum to the row count")
 
     def coarse_size(column: str) -> int:
         return int(maps[column].max()) + 1 if column in maps else sizes[column]
@@ -411,17 +379,19 @@ def sample_junction(
         return likelihood
 
     codes: dict[str, CodeArray] = {}
-    if not cliques:
-        raise InternalError("sample_junction needs at least one clique")
-    root = cliques[0][0]
-    root_table = np.asarray(marginal((root,)), dtype=np.float64)[None, :]
-    keys = np.zeros(rows, dtype=np.int64)
-    codes[root] = narrow(exact_codes(exact[root], rng) if root in exact
-                         else _group_draw(keys, fine_table(root, root_table), rng), sizes[root])
-    for clique in cliques:
+    first = tuple(cliques[0])
+    for clique in [first[:1], *cliques] if len(first) > 1 else cliques:
         *parents, child = clique
         if child in codes:
             continue
+        if not parents:
+            root_table = np.asarray(marginal((child,)), dtype=np.float64)[None, :]
+            codes[child] = narrow(exact_codes(exact[child], rng) if child in exact
+                                  else _group_draw(np.zeros(rows, dtype=np.int64), fine_table(child, root_table), rng),
+                                  sizes[child])
+            continue
+        if any(parent not in codes for parent in parents):
+            raise InternalError(f"sample_junction: a parent of {child!r} comes after it; this is a bug")
         joint = np.asarray(marginal(tuple(clique)), dtype=np.float64)
         width = coarse_size(child)
         table = joint.reshape(-1, width)

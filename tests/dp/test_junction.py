@@ -147,6 +147,16 @@ def test_a_marginal_outside_every_clique_is_refused():
         estimate(tree, [Marginal(("a", "c"), np.ones((2, 2)), 1.0)], 4.0)
 
 
+def test_estimation_may_start_from_given_potentials():
+    tree = JunctionTree((("a", "b"),), (None,), {"a": 2, "b": 2})
+    start = np.log(np.array([[0.3, 0.1], [0.1, 0.5]]))
+    unmoved = estimate(tree, [Marginal(("a", "b"), np.array([[30.0, 10.0], [10.0, 50.0]]), 1.0)], 100.0,
+                       iterations=0, start=[start])
+    assert np.allclose(unmoved.cliques[0], [[0.3, 0.1], [0.1, 0.5]]) and unmoved.loss < 1e-9
+    with pytest.raises(ParameterError, match="one log-potential per clique"):
+        estimate(tree, [], 100.0, start=[np.zeros(3)])
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=8), st.integers(0, 500), st.integers(0, 2**32 - 1))
 def test_systematic_draw_counts_are_within_one_of_expectation(weights, n, seed):

@@ -1,9 +1,10 @@
 """The typed audit and its one JSON form: ``audit.json`` is byte-for-byte what the untyped builder wrote.
 
 ``data/audit_built.json`` holds, for each input set of :func:`_inputs`, the ``audit.json`` that
-``build_audit`` wrote when it still returned a dict (commit 3263e7e). The inputs are stand-ins for
-the plan and the spec (only the attributes ``build_audit`` reads), so the golden file pins the
-audit's assembly and serialisation, not the planner's arithmetic or the example specs.
+``build_audit`` wrote when it still returned a dict (commit 3263e7e; since then only the pairs variants'
+``post_processing.model`` changed, when the tree model became the junction-tree estimator on 2-cliques). The
+inputs are stand-ins for the plan and the spec (only the attributes ``build_audit`` reads), so the golden file
+pins the audit's assembly and serialisation, not the planner's arithmetic or the example specs.
 """
 
 from __future__ import annotations
