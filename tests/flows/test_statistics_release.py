@@ -44,7 +44,7 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
         ([{"column": "nope", "statistics": ["mean"]}], r"stats\[0\]\.column: \('nope'\) is not a declared column"),
         ([{"column": "age", "statistics": ["mean"], "by": "hours-per-week"}],
          r"stats\[0\]\.by: \('hours-per-week'\) must be a declared category column"),
-        ([{"column": "age", "statistics": ["mean"], "by": "sex"}, {"column": "age", "statistics": ["mean"], "by": "sex"}],
+        ([{"column": "age", "statistics": ["mean"], "by": "sex"}] * 2,
          r"stats\[1\]\.column: \('age'\) is listed twice by sex"),
     ],
 )
