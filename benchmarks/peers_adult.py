@@ -1,4 +1,4 @@
-"""Benchmark: dprelease against its peers on Adult, side by side on one machine in one run.
+"""Benchmark: dprelease against its peers on Adult and ACS MA, side by side on one machine in one run.
 
 README
 ======
@@ -6,53 +6,87 @@ README
 What runs (every system in its own subprocess, one at a time, so wall time and peak memory are per run):
 
 ``dprelease-flow``
-    The full release: ``.venv/bin/dprelease release SPEC --out TMP --ledger TMP/ledger.sqlite --release-id ...``
-    with a copy of ``--spec`` (default ``examples/adult/release.yaml``) whose ``budget.epsilon`` is ε
-    (``release_cap`` and ``lifetime_budget`` scaled up with it, ``seed`` set to the run's seed) — validation,
-    bounds discovery (SVT), measurement, estimation, sampling, reports, publication, on the embedded Prefect
-    API. Its utility figures are read from the release's ``internal/utility.json``. Wall time is the whole
+    The full release: ``.venv/bin/dprelease release SPEC --out TMP/out --internal TMP/internal --ledger
+    TMP/ledger.sqlite --release-id ...`` with a copy of ``--spec`` (default ``examples/adult/release.yaml``)
+    whose ``budget.epsilon`` is ε (``release_cap`` and ``lifetime_budget`` scaled up with it, ``seed`` set to
+    the run's seed) — validation, the bounds stage (SVT bounds, private mappings, quantile bins), measurement,
+    estimation, sampling, reports, publication, on the embedded Prefect API. Its utility figures are read from
+    the release's steward-only ``utility.json`` (under ``--internal``). Wall time is the whole
     command (interpreter start, Prefect's embedded API, everything). Its "fit+sample" column is the flow run
     itself (``flow_s``, from Prefect's log lines: from "Beginning flow run" to the flow's "Finished in
     state"): every stage of the release with Prefect's orchestration, but not the interpreter's start, the
     imports before the flow or the embedded API's start (the peers' fit + sample excludes their process
     start and imports too); ``stages_s`` holds each stage's share.
 ``dprelease-core``
-    The synthesis core alone: estimation + sampling. A first, untimed process runs the same path up to the
-    noisy measurements (``plan_budget``, ``find_bounds``, ``measure_marginals``, called through their
-    undecorated ``.fn``, outside Prefect, with ``get_run_logger`` pointed at a plain logger) and pickles
-    them; a second process (:func:`dprelease_core`) loads them and runs ``estimate_model.fn`` +
-    ``sample_synthetic.fn`` — exactly the code the flow runs, whatever the tasks call inside. The time
+    The synthesis core alone: estimation + sampling. A first, untimed process runs the flow's path up to the
+    noisy measurements, in the flow's order (``plan_budget``; ``find_bounds``; ``find_mappings`` when the
+    plan has ``mapping: private`` columns; ``find_bins`` when it has ``bins: quantiles`` columns;
+    ``measure_marginals`` with those released bin edges), called through their undecorated ``.fn``,
+    outside Prefect, with ``get_run_logger`` pointed at a plain logger, and pickles them; a second process
+    (:func:`dprelease_core`) loads them and runs ``estimate_model.fn`` + ``sample_synthetic.fn`` (with the
+    released mappings) — exactly the code the flow runs, whatever the tasks call inside. The time
     reported is estimation + sampling only (in-process); peak RSS is that second process's.
     (Chosen over re-implementing the tasks' pure-function calls, which other engineers are changing, and
     over parsing task timings from Prefect's logs, which depends on log formats.)
 ``mst`` / ``aim``
     smartnoise-synth's MST and AIM (in ``.venv-bench``). The columns are coded on a *public* domain from the
-    spec's schema: categories as declared (a null is a category of its own when the column is nullable);
-    integer columns one bin per value when their declared range has at most 128 values, otherwise 128
-    bins over the declared ``min``/``max`` or, without public bounds, the ``search_range`` (fnlwgt,
-    capital-gain, capital-loss) — equal-width, or where the schema declares ``bins: log`` (capital-gain,
-    capital-loss) the lowest value on its own and geometric bins above it — never data quantiles.
-    (Equal-width bins for the capital columns would put the 0s, 92% of the rows, in one 8192-wide bin,
-    and decoding that bin alone costs tvd1 0.038; with log bins the coding itself costs tvd1 0.002.)
+    spec's schema only (:func:`public_domain`; never data quantiles, never a value read off the rows):
+
+    - categories as declared (a null is a category of its own when the column is nullable);
+    - integer columns: one bin per value when their declared range has at most 128 values (AGEP, NOC,
+      NPF; age, hours-per-week), otherwise 128 bins over the declared ``min``/``max`` or, without public
+      bounds, the ``search_range`` (fnlwgt, capital-gain, capital-loss) — equal-width, or where the schema
+      declares ``bins: log`` (capital-gain, capital-loss) the lowest value on its own and geometric bins
+      above it. (Equal-width bins for the capital columns would put the 0s, 92% of the rows, in one
+      8192-wide bin, and decoding that bin alone costs tvd1 0.038; with log bins the coding itself costs
+      tvd1 0.002.) A declared ``{width: W}`` / ``{count: N}`` does not change this (the peers get the
+      finer public coding, as before);
+    - ``bins: quantiles`` / ``{quantiles: N}`` (ACS: INDP, PINCP, PWGTP, WGTP): the release draws these
+      edges from DP medians in its bounds stage; the peers have no such stage, so these columns are coded
+      as any other wide integer column: 128 equal-width bins over the declared range. Geometric bins
+      (anchored at zero for a signed range) were tried for the only column whose range is huge (PINCP,
+      -9000 to 1341000) and measured worse on the rows (coding alone: tvd1 0.033 against 0.023 for
+      equal-width), so they are not used. The coding is costly for the survey weights (PWGTP, WGTP:
+      declared 0/1..9999, 95% of the values below 230): equal-width 78-wide bins cost tvd1 0.28 and 0.31
+      by themselves (log bins would cost 0.02, but nothing public in the schema says so, and choosing per
+      column from the rows would tune the peers on the data): see the ``coded`` row;
+    - ``spikes: [...]`` (public values: PINCP 0, POVPIP 501, WGTP 0) get a bin of their own, ``[s, s + 1)``
+      for an int column (``[s, next double)`` for a float), under any of the codings above, as in the
+      release (:func:`with_public_spikes`); a column coded one bin per value already has it;
+    - float columns: 128 equal-width bins over ``min``/``max`` (or the ``search_range``). This includes a
+      derived column with ``mapping: private`` (ACS: DENSITY, a private function of PUMA with public
+      ``min``/``max``): the release draws each PUMA's value by a DP median; the peers have no
+      private-mapping mechanism, so it is a float column like the others (its ``resolution`` is not used).
+      In the ACS MA excerpt DENSITY takes 5 distinct values, so the yardstick compares it as categories
+      (exact values): decoded uniformly inside 413-wide bins, the peers' and the independent baseline's
+      DENSITY has 1-way TVD 1.0 by construction, and every pair with it about 1 too; ``--table --without
+      DENSITY`` shows the figures without it.
+
     smartnoise's transformer is fitted on that public domain (not on the rows), so no budget is spent on
-    preprocessing; ε and δ = 1e-9 go to the synthesizer. Synthetic bins are decoded back to integers
+    preprocessing; ε and δ = 1e-9 go to the synthesizer. Synthetic bins are decoded back to numbers
     uniformly within the bin, so the yardstick sees the real table's column types. The row count is the
     real one (smartnoise's default). AIM runs one seed per ε with a timeout (``--aim-timeout``, 30 min);
     a timed-out run is recorded as "did not finish".
 ``independent``
     The independent 1-way baseline (project venv): every column's 1-way histogram over the same public
-    domain, measured with :class:`dprelease.dp.mechanisms.noise.DiscreteGaussian` (the release's ρ split equally over the
-    columns, secure noise from :mod:`dp.mechanisms.random`); the noisy total is the inverse-variance mean of the
-    columns' sums; each histogram projected to non-negative counts summing to it; columns sampled
-    independently and decoded as above.
+    domain, measured with :class:`dprelease.dp.mechanisms.noise.DiscreteGaussian` (the release's ρ split
+    equally over the columns, secure noise from :mod:`dp.mechanisms.random`); the noisy total is the
+    inverse-variance mean of the columns' sums; each histogram projected to non-negative counts summing to
+    it; columns sampled independently and decoded as above.
+``coded``
+    The real rows through that public coding and back, without noise (not private): what the coding alone
+    costs MST, AIM and the independent baseline (a floor for them, as ``bootstrap`` is for everyone).
 ``bootstrap``
     The floor: the real table resampled with replacement (not private).
 
-Utility is always the project's yardstick, :func:`dprelease.quality.utility.utility` (tvd1 over all 1-way, tvd2 over
-all 2-way, tvd3 over a fixed sample of 300 3-way marginals; 16 quantile bins of the real data for numeric
-columns), computed in the project venv against the real table for every system (for the flow it is the
-same function, run by the flow itself). Peak RSS is GNU time's maximum resident set size of the run's
-process (the largest of that process and the descendants it waited for, not their sum).
+Utility is always the project's yardstick, :func:`dprelease.quality.utility.utility` (tvd1 over all 1-way,
+tvd2 over all 2-way, tvd3 over a fixed sample of 300 3-way marginals; 16 quantile bins of the real data for
+numeric columns with more than 16 distinct values, exact values otherwise), computed in the project venv
+against the real table for every system (for the flow it is the same function, run by the flow itself).
+Peak RSS is GNU time's maximum resident set size of the run's process (the largest of that process and the
+descendants it waited for, not their sum). Every process of the project venv imports dprelease from this
+checkout (``PYTHONPATH``), whatever the venv's editable install points at; each row records the checkout's
+commit (``commit``, ``+dirty`` when tracked files outside the results differ from it).
 
 Setup (once; the peers' pins conflict with the project's, so they get their own venv)::
 
@@ -60,25 +94,32 @@ Setup (once; the peers' pins conflict with the project's, so they get their own 
 
 Run (with the project venv; ONE benchmark at a time on a shared machine)::
 
-    .venv/bin/python benchmarks/peers_adult.py                      # full grid: ε 0.3 1 3 × seeds 0 1 2
+    .venv/bin/python benchmarks/peers_adult.py                      # Adult, full grid: ε 0.3 1 3 × seeds 0 1 2
+    .venv/bin/python benchmarks/peers_adult.py --spec examples/acs-ma2019/release.yaml   # ACS MA, full grid
     .venv/bin/python benchmarks/peers_adult.py --epsilons 1 --systems mst aim
     .venv/bin/python benchmarks/peers_adult.py --spec examples/adult/release-auto.yaml --systems dprelease-flow
-    .venv/bin/python benchmarks/peers_adult.py --table                # print the table from the results file
+    .venv/bin/python benchmarks/peers_adult.py --table                # print the tables from the results file
+    .venv/bin/python benchmarks/peers_adult.py --table --without DENSITY   # tvd1/tvd2 without a column
 
-Every row also records the TVD of each 2-way marginal (``two_way``), and the table is followed by a second one:
-per system and ε, how many pairs have a mean TVD (over the seeds) above the independent baseline's mean, how
-many by more than ``PAIR_TOLERANCE`` (0.005, issue 5's "noticeably worse"), and the worst excess.
+Tables are per dataset (the spec's folder: every spec of a folder shares its schema and data, and a system
+run with a spec other than the folder's ``release.yaml`` is shown with the spec's name). Every row also
+records the TVD of each 1-way and 2-way marginal (``one_way``, ``two_way``), and the first table is followed
+by a second one: per system and ε, how many pairs have a mean TVD (over the seeds) above the independent
+baseline's mean on the same dataset and ε, how many by more than ``PAIR_TOLERANCE`` (0.005, issue 5's
+"noticeably worse"), and the worst excess; then, per dataset and ε, the pairs on which dprelease-flow is worse
+than that baseline by more than the tolerance (worst first, ``--pairs`` of them), with every system's excess.
 
-Runs are merged into ``benchmarks/results/peers_adult.json`` (a row per system × spec × ε × seed; a
-re-run replaces its row), so the grid can be filled in several sittings. On 2 cores a run takes about
-17 s (flow), 1.5 s (core), 65 s (MST) and 10+ min (AIM, capped at 30 min per ε); the grid without AIM
-about 15 min.
+Runs are merged into ``benchmarks/results/peers_adult.json`` (``--results``; a row per system × spec × ε ×
+seed; a re-run replaces its row), so the grid can be filled in several sittings. On 2 cores (shared) a run
+takes about 17 s (flow), 1.5 s (core), 65 s on Adult and 130 s on ACS (MST), 10+ min (AIM, capped at 30
+min per ε); the grid without AIM about 15 min (Adult).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pickle
 import platform
@@ -99,7 +140,7 @@ PROJECT_CLI = ROOT / ".venv" / "bin" / "dprelease"
 BENCH_PY = ROOT / ".venv-bench" / "bin" / "python"
 RESULTS = ROOT / "benchmarks" / "results" / "peers_adult.json"
 DEFAULT_SPEC = ROOT / "examples" / "adult" / "release.yaml"
-SYSTEMS = ("dprelease-flow", "dprelease-core", "mst", "aim", "independent", "bootstrap")
+SYSTEMS = ("dprelease-flow", "dprelease-core", "mst", "aim", "independent", "coded", "bootstrap")
 PEERS = ("mst", "aim")
 MAX_BINS = 128
 DELTA = 1e-9
@@ -113,6 +154,24 @@ def load_spec_doc(spec: Path) -> dict[str, Any]:
     import yaml
 
     return yaml.safe_load(spec.read_text(encoding="utf-8"))
+
+
+def with_public_spikes(edges: list[float], spikes: list[float], integer: bool) -> list[float]:
+    """``edges`` with a bin of its own for every declared spike inside them: ``[s, s + 1)`` for an int column,
+    ``[s, next double)`` for a float one (as the release does, ``dp.measurement.marginals.with_spikes``).
+
+    A spike at the top edge of an int column widens the last edge to ``s + 1``. For an int column, an edge in
+    ``(s - 1, s)`` is dropped: it would leave a bin ``[edge, s)`` that holds no whole number.
+    """
+    points = {float(e) for e in edges}
+    for s in spikes:
+        if not edges[0] <= s <= edges[-1]:
+            continue
+        after = s + 1.0 if integer else math.nextafter(s, math.inf)
+        if integer:
+            points = {p for p in points if not s - 1 < p < s}
+        points.update((s, after))
+    return sorted(points)
 
 
 def public_domain(spec: Path) -> list[dict[str, Any]]:
@@ -129,18 +188,21 @@ def public_domain(spec: Path) -> list[dict[str, Any]]:
             out.append({"name": name, "kind": "category", "categories": cats, "nullable": nullable,
                         "size": len(cats) + (1 if nullable else 0)})
             continue
-        if "min" in col and "max" in col:
+        if "min" in col and "max" in col:  # declared bounds (also those of a `mapping: private` column)
             lo, hi = float(col["min"]), float(col["max"])
         else:
             lo, hi = (float(x) for x in col["search_range"])
         integer = col["type"] == "int"
+        spikes = [float(s) for s in col.get("spikes", [])]
         if integer and hi - lo + 1 <= MAX_BINS:
-            edges = [lo + i - 0.5 for i in range(int(hi - lo) + 2)]  # one bin per integer value
+            edges = [lo + i - 0.5 for i in range(int(hi - lo) + 2)]  # one bin per integer value (spikes included)
+            spikes = []
         elif integer and col.get("bins") == "log":  # declared log bins: lo on its own, then geometric up to hi
             ratio = (hi - lo) ** (1 / (MAX_BINS - 1))
             edges = [lo - 0.5, lo + 0.5, *[lo + ratio**i for i in range(1, MAX_BINS - 1)], hi + 0.5]
         else:
             edges = [lo + (hi - lo) * i / MAX_BINS for i in range(MAX_BINS + 1)]
+        edges = with_public_spikes(edges, spikes, integer)
         out.append({"name": name, "kind": "int" if integer else "float", "edges": edges, "nullable": nullable,
                     "size": len(edges) - 1 + (1 if nullable else 0)})
     return out
@@ -285,8 +347,8 @@ def worker_independent(spec: Path, epsilon: float, delta: float, seed: int, out:
     sys.path.insert(0, str(ROOT))
     from dprelease.dp.accounting.budget import ZCDPBudget, budget_total
     from dprelease.dp.mechanisms.noise import DiscreteGaussian
-    from dprelease.dp.synthesis.postprocess import project_simplex, round_preserving_sum
     from dprelease.dp.mechanisms.random import secure_noise, synthetic_generator
+    from dprelease.dp.synthesis.postprocess import project_simplex, round_preserving_sum
 
     domain = public_domain(spec)
     names = [d["name"] for d in domain]
@@ -309,6 +371,20 @@ def worker_independent(spec: Path, epsilon: float, delta: float, seed: int, out:
     elapsed = time.perf_counter() - started
     pq.write_table(table, out)
     return {"fit_sample_s": elapsed, "rows": int(total), "sigma": mechanism.sigma()}
+
+
+def worker_coded(spec: Path, seed: int, out: Path) -> dict[str, Any]:
+    """The real rows through the peers' public coding and back, without noise (not private): what the coding
+    alone costs MST, AIM and the independent baseline."""
+    import pyarrow.parquet as pq
+
+    domain = public_domain(spec)
+    real = real_table(spec, [d["name"] for d in domain])
+    started = time.perf_counter()
+    table = decode(encode(real, domain), domain, seed)
+    elapsed = time.perf_counter() - started
+    pq.write_table(table, out)
+    return {"fit_sample_s": elapsed}
 
 
 def worker_bootstrap(spec: Path, seed: int, out: Path) -> dict[str, Any]:
@@ -335,31 +411,40 @@ def _quiet_prefect_context() -> None:
     import dprelease.tasks.synthesize
 
     logger = logging.getLogger("peers_adult")
-    for module in (dprelease.tasks.plan, dprelease.tasks.bounds, dprelease.tasks.ingest, dprelease.tasks.measure, dprelease.tasks.synthesize):
+    for module in (dprelease.tasks.plan, dprelease.tasks.bounds, dprelease.tasks.ingest, dprelease.tasks.measure,
+                   dprelease.tasks.synthesize):
         if hasattr(module, "get_run_logger"):
             module.get_run_logger = lambda: logger  # type: ignore[attr-defined]
 
 
 def worker_core_prepare(spec: Path, seed: int, work: Path) -> dict[str, Any]:
-    """Untimed: the release path up to the noisy measurements (plan, bounds, measurement); pickled."""
+    """Untimed: the release path up to the noisy measurements, as the flow runs it; pickled.
+
+    Plan, bounds (SVT), private mappings and quantile bins (the bounds stage's two other parts, when the plan
+    has them), measurement on those bins: the flow's own calls in the flow's order, through ``.fn``.
+    """
     sys.path.insert(0, str(ROOT))
     from dprelease.flows.settings import configure
 
     configure()
     _quiet_prefect_context()
-    from dprelease.tasks.bounds import find_bounds
-    from dprelease.tasks.measure import measure_marginals
     from dprelease.schemas.spec import load_spec
+    from dprelease.tasks.bounds import find_bins, find_bounds, find_mappings
+    from dprelease.tasks.measure import measure_marginals
     from dprelease.tasks.plan import plan_budget
-    from dprelease.tasks.staging import create_staging, staging_dir
+    from dprelease.tasks.staging import create_staging, create_steward, staging_dir, steward_dir
 
     ledger = str(work / "ledger.sqlite")
     plan, _ = plan_budget.fn(load_spec(spec), f"core-{seed}", ledger, seed)
-    staging = create_staging(staging_dir(work / "out", plan.dataset, plan.release_id))
+    steward = create_steward(steward_dir(work / "internal", plan.dataset, plan.release_id))
+    staging = create_staging(staging_dir(work / "out", plan.dataset, plan.release_id), steward)
     bounds = find_bounds.fn(plan, ledger)
-    measured = measure_marginals.fn(plan, bounds, ledger, str(staging))
+    mappings = find_mappings.fn(plan, ledger) if plan.mappings else []
+    bins = find_bins.fn(plan, bounds, ledger) if plan.bins else []
+    measured = measure_marginals.fn(plan, bounds, ledger, str(steward), None, {b.column: b.edges for b in bins})
     with (work / "measured.pickle").open("wb") as fh:
-        pickle.dump({"plan": plan, "bounds": bounds, "measured": measured, "staging": str(staging)}, fh)
+        pickle.dump({"plan": plan, "bounds": bounds, "mappings": mappings, "measured": measured,
+                     "staging": str(staging)}, fh)
     return {}
 
 
@@ -367,7 +452,8 @@ def dprelease_core(work: Path) -> dict[str, Any]:
     """THE SYNTHESIS CORE ALONE: estimation + sampling on noisy measurements produced by the release path.
 
     Runs the flow's own ``estimate_model`` and ``sample_synthetic`` task bodies (``.fn``, outside Prefect),
-    so it always benchmarks what the flow runs. Only these two calls are timed.
+    so it always benchmarks what the flow runs (with the private mappings the bounds stage released). Only
+    these two calls are timed.
     """
     sys.path.insert(0, str(ROOT))
     from dprelease.flows.settings import configure
@@ -382,7 +468,7 @@ def dprelease_core(work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     estimate = estimate_model.fn(plan, bounds, measured)
     estimated = time.perf_counter()
-    synthesis = sample_synthetic.fn(plan, bounds, estimate, staging, "benchmark")
+    synthesis = sample_synthetic.fn(plan, bounds, estimate, staging, "benchmark", state["mappings"])
     sampled = time.perf_counter()
     shutil.copy(Path(staging) / synthesis.table_file, work / "synthetic.parquet")
     return {"estimate_s": estimated - started, "sample_s": sampled - estimated, "fit_sample_s": sampled - started,
@@ -406,6 +492,8 @@ def worker_main(argv: list[str]) -> None:
         meta = worker_independent(spec, args.epsilon, args.delta, args.seed, out)
     elif args.system == "bootstrap":
         meta = worker_bootstrap(spec, args.seed, out)
+    elif args.system == "coded":
+        meta = worker_coded(spec, args.seed, out)
     elif args.system == "core-prepare":
         meta = worker_core_prepare(spec, args.seed, work)
     elif args.system == "dprelease-core":
@@ -507,7 +595,7 @@ class Evaluator:
         synthetic = pq.read_table(synthetic_file, columns=self.columns)
         report = utility(self.real, synthetic, self.columns)
         return {"tvd1": report.tvd1, "tvd2": report.tvd2, "tvd3": report.tvd3, "synthetic_rows": synthetic.num_rows,
-                "two_way": report.two_way}
+                "one_way": report.one_way, "two_way": report.two_way}
 
 
 _STAMP = r"^(\d\d):(\d\d):(\d\d\.\d+) \| \w+\s+\| "
@@ -551,15 +639,18 @@ def run_one(system: str, spec: Path, epsilon: float, seed: int, tmp: Path, prefe
         shutil.rmtree(work)
     work.mkdir(parents=True)
     eps_spec = spec_at(spec, epsilon, seed, work / "spec")
+    # PYTHONPATH: every process imports dprelease from this checkout, ahead of the venv's editable install
+    # (which may point at another worktree), so the flow and the core run the same code as the workers.
     env = dict(os.environ, PREFECT_HOME=str(prefect_home), DPRELEASE_HOME=str(work / "state"),
-               PYTHONHASHSEED="0")
+               PYTHONHASHSEED="0", PYTHONPATH=str(ROOT))
     env.pop("VIRTUAL_ENV", None)
     row: dict[str, Any] = {"system": system, "spec": str(spec.relative_to(ROOT)) if spec.is_relative_to(ROOT)
-                           else str(spec), "epsilon": epsilon, "delta": DELTA, "seed": seed}
+                           else str(spec), "epsilon": epsilon, "delta": DELTA, "seed": seed, "commit": code_commit()}
     me = str(Path(__file__).resolve())
     if system == "dprelease-flow":
         cmd = [str(PROJECT_CLI), "release", str(eps_spec), "--out", str(work / "out"),
-               "--ledger", str(work / "ledger.sqlite"), "--release-id", f"bench-{epsilon:g}-{seed}"]
+               "--ledger", str(work / "ledger.sqlite"), "--internal", str(work / "internal"),
+               "--release-id", f"bench-{epsilon:g}-{seed}"]
         m = run_measured(cmd, cwd=work, env=env, log=work / "log.txt")
     elif system == "dprelease-core":
         prep = run_measured([str(PROJECT_PY), me, "worker", "core-prepare", "--spec", str(eps_spec),
@@ -573,6 +664,8 @@ def run_one(system: str, spec: Path, epsilon: float, seed: int, tmp: Path, prefe
                           "--seed", str(seed), "--work", str(work)], cwd=work, env=env, log=work / "log.txt")
     else:
         python = BENCH_PY if system in PEERS else PROJECT_PY
+        if system in PEERS:  # the peers' venv imports nothing of this checkout
+            env.pop("PYTHONPATH")
         m = run_measured([str(python), me, "worker", system, "--spec", str(eps_spec), "--epsilon", str(epsilon),
                           "--delta", str(DELTA), "--seed", str(seed), "--work", str(work)],
                          cwd=work, env=env, log=work / "log.txt", timeout=aim_timeout if system == "aim" else None)
@@ -584,17 +677,19 @@ def run_one(system: str, spec: Path, epsilon: float, seed: int, tmp: Path, prefe
         row.update(status="failed", exit=m["exit"], error=_tail(work / "log.txt"))
         return row
     if system == "dprelease-flow":
-        found = sorted((work / "out").glob("*/*/internal/utility.json"))
-        if not found:
-            row.update(status="failed", error="no internal/utility.json in the release\n" + _tail(work / "log.txt"))
+        found = sorted((work / "internal").glob("*/*/utility.json"))  # the steward-only internal report
+        published = sorted((work / "out").glob("*/*/manifest.json"))
+        if not found or not published:
+            row.update(status="failed", error="no published release or no internal utility.json\n"
+                       + _tail(work / "log.txt"))
             return row
         report = json.loads(found[0].read_text(encoding="utf-8"))
-        row.update(tvd1=report["tvd1"], tvd2=report["tvd2"], tvd3=report["tvd3"], two_way=report["two_way"],
-                   time_s=m["wall_s"])
+        row.update(tvd1=report["tvd1"], tvd2=report["tvd2"], tvd3=report["tvd3"], one_way=report.get("one_way"),
+                   two_way=report["two_way"], time_s=m["wall_s"])
         flow_s, stages = flow_timing((work / "log.txt").read_text(encoding="utf-8", errors="replace"))
         if flow_s is not None:
             row.update(flow_s=flow_s, fit_sample_s=flow_s, stages_s=stages)
-        rows_file = sorted((found[0].parent.parent / "synthetic").glob("*.parquet"))
+        rows_file = sorted((published[0].parent / "synthetic").glob("*.parquet"))
         if rows_file:
             import pyarrow.parquet as pq
 
@@ -609,23 +704,34 @@ def run_one(system: str, spec: Path, epsilon: float, seed: int, tmp: Path, prefe
     return row
 
 
-def load_rows() -> list[dict[str, Any]]:
-    if RESULTS.exists():
-        return list(json.loads(RESULTS.read_text(encoding="utf-8")).get("runs", []))
+def code_commit() -> str:
+    """The checkout's commit (short), with ``+dirty`` when a tracked file outside the results differs from it."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results")
+    return head + ("+dirty" if dirty else "")
+
+
+def load_rows(path: Path = RESULTS) -> list[dict[str, Any]]:
+    if path.exists():
+        return list(json.loads(path.read_text(encoding="utf-8")).get("runs", []))
     return []
 
 
-def save_rows(rows: list[dict[str, Any]]) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+def save_rows(rows: list[dict[str, Any]], path: Path = RESULTS) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "benchmark": "benchmarks/peers_adult.py",
         "machine": {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "yardstick": "dprelease.quality.utility.utility (16 quantile bins, all 1-/2-way, 300 sampled 3-way marginals)",
         "runs": rows,
     }
-    tmp = RESULTS.with_suffix(".json.tmp")
+    tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=2), encoding="utf-8")
-    tmp.replace(RESULTS)
+    tmp.replace(path)
 
 
 def merge(rows: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:
@@ -642,45 +748,84 @@ def _fmt(values: list[float], digits: int = 3) -> str:
     return f"{mean:.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    order = {s: i for i, s in enumerate(SYSTEMS)}
-    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+def dataset_of(spec: str) -> str:
+    """The table a row is about: the folder of its spec (``examples/adult``), shared by every spec there."""
+    return str(Path(spec).parent)
+
+
+def row_name(row: dict[str, Any]) -> str:
+    """A system's name in the tables, with the spec's file name when it is not the folder's ``release.yaml``."""
+    name = Path(row["spec"]).name
+    return row["system"] if name == "release.yaml" else f"{row['system']} [{name}]"
+
+
+def reduced(row: dict[str, Any], without: set[str]) -> dict[str, Any]:
+    """``row`` with tvd1 and tvd2 recomputed over the marginals that involve none of ``without`` (tvd3 dropped)."""
+    if not without or row.get("status") != "ok":
+        return row
+    one = {c: v for c, v in (row.get("one_way") or {}).items() if c not in without}
+    two = {k: v for k, v in (row.get("two_way") or {}).items() if not set(k.split("|")) & without}
+    return dict(row, tvd1=statistics.fmean(one.values()) if one else None,
+                tvd2=statistics.fmean(two.values()) if two else None, tvd3=None, two_way=two)
+
+
+def _by_dataset(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        name = r["system"] if r["spec"] == str(DEFAULT_SPEC.relative_to(ROOT)) or r["system"] not in (
-            "dprelease-flow", "dprelease-core") else f"{r['system']} [{Path(r['spec']).name}]"
-        groups.setdefault((name, r["system"], r["epsilon"]), []).append(r)
-    mst_time = {eps: statistics.fmean([r["time_s"] for r in rs if r["status"] == "ok"])
-                for (_, system, eps), rs in groups.items() if system == "mst" and any(r["status"] == "ok" for r in rs)}
-    mst_fit = {eps: statistics.fmean([r["fit_sample_s"] for r in rs if r["status"] == "ok"])
-               for (_, system, eps), rs in groups.items() if system == "mst" and any(r["status"] == "ok" for r in rs)}
-    lines = [
-        "| system | ε | runs | tvd1 | tvd2 | tvd3 | time s | × MST | fit+sample s | × MST fit+sample | peak RSS MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for (name, _system, eps), rs in sorted(groups.items(), key=lambda kv: (kv[0][2], order.get(kv[0][1], 99),
-                                                                          kv[0][0])):
-        ok = [r for r in rs if r["status"] == "ok"]
-        bad = [r["status"] for r in rs if r["status"] != "ok"]
-        runs = f"{len(ok)}/{len(rs)}" + (f" ({', '.join(sorted(set(bad)))})" if bad else "")
-        if not ok:
-            lines.append(f"| {name} | {eps:g} | {runs} | – | – | – | – | – | – | – | "
-                         f"{_fmt([r['peak_rss_mb'] for r in rs if 'peak_rss_mb' in r], 0)} |")
-            continue
-        t = statistics.fmean([r["time_s"] for r in ok])
-        fits = [r["fit_sample_s"] for r in ok if r.get("fit_sample_s") is not None]
-        f = statistics.fmean(fits) if fits else None
-        ratio = f"{t / mst_time[eps]:.2f}" if eps in mst_time else "–"
-        fit_ratio = f"{f / mst_fit[eps]:.3f}" if f is not None and eps in mst_fit else "–"
-        lines.append(
-            f"| {name} | {eps:g} | {runs} | {_fmt([r['tvd1'] for r in ok])} | {_fmt([r['tvd2'] for r in ok])} | "
-            f"{_fmt([r['tvd3'] for r in ok if r['tvd3'] is not None])} | {t:.1f} | {ratio} | "
-            f"{f'{f:.2f}' if f is not None else '–'} | {fit_ratio} | {_fmt([r['peak_rss_mb'] for r in ok], 0)} |")
-    return "\n".join(lines)
+        out.setdefault(dataset_of(r["spec"]), []).append(r)
+    return dict(sorted(out.items()))
+
+
+def table(rows: list[dict[str, Any]], without: set[str] = frozenset()) -> str:
+    """Per dataset (spec folder), system and ε: mean (min–max) over the seeds of tvd1/2/3, time and peak RSS."""
+    order = {s: i for i, s in enumerate(SYSTEMS)}
+    out = []
+    for dataset, subset in _by_dataset(rows).items():
+        groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+        for r in subset:
+            groups.setdefault((row_name(r), r["system"], r["epsilon"]), []).append(reduced(r, without))
+        ok_mst = {eps: [r for r in rs if r["status"] == "ok"] for (name, system, eps), rs in groups.items()
+                  if system == "mst" and name == "mst"}
+        mst_time = {eps: statistics.fmean(r["time_s"] for r in rs) for eps, rs in ok_mst.items() if rs}
+        mst_fit = {eps: statistics.fmean(r["fit_sample_s"] for r in rs) for eps, rs in ok_mst.items() if rs}
+        title = f"### {dataset}" + (f" (tvd1/tvd2 without {', '.join(sorted(without))}; no tvd3)" if without else "")
+        lines = [
+            title, "",
+            "| system | ε | runs | tvd1 | tvd2 | tvd3 | time s | × MST | fit+sample s | × MST fit+sample "
+            "| peak RSS MB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for (name, _system, eps), rs in sorted(groups.items(), key=lambda kv: (kv[0][2], order.get(kv[0][1], 99),
+                                                                              kv[0][0])):
+            ok = [r for r in rs if r["status"] == "ok"]
+            bad = [r["status"] for r in rs if r["status"] != "ok"]
+            runs = f"{len(ok)}/{len(rs)}" + (f" ({', '.join(sorted(set(bad)))})" if bad else "")
+            if not ok:
+                lines.append(f"| {name} | {eps:g} | {runs} | – | – | – | – | – | – | – | "
+                             f"{_fmt([r['peak_rss_mb'] for r in rs if 'peak_rss_mb' in r], 0)} |")
+                continue
+            t = statistics.fmean([r["time_s"] for r in ok])
+            fits = [r["fit_sample_s"] for r in ok if r.get("fit_sample_s") is not None]
+            f = statistics.fmean(fits) if fits else None
+            ratio = f"{t / mst_time[eps]:.2f}" if eps in mst_time else "–"
+            fit_ratio = f"{f / mst_fit[eps]:.3f}" if f is not None and eps in mst_fit else "–"
+            lines.append(
+                f"| {name} | {eps:g} | {runs} | {_fmt([r['tvd1'] for r in ok if r['tvd1'] is not None])} | "
+                f"{_fmt([r['tvd2'] for r in ok if r['tvd2'] is not None])} | "
+                f"{_fmt([r['tvd3'] for r in ok if r['tvd3'] is not None])} | {t:.1f} | {ratio} | "
+                f"{f'{f:.2f}' if f is not None else '–'} | {fit_ratio} | {_fmt([r['peak_rss_mb'] for r in ok], 0)} |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
 
 
 PAIR_TOLERANCE = 0.005
 """Issue 5: no 2-way marginal noticeably worse than the independent baseline, i.e. for every pair the mean TVD
 over the seeds is at most the baseline's mean + this."""
+
+
+def _pair(key: str) -> str:
+    """A pair's key (``a|b``) as a Markdown table can show it."""
+    return key.replace("|", " × ")
 
 
 def pair_means(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -697,33 +842,74 @@ def pair_excess(rows: list[dict[str, Any]], baseline: list[dict[str, Any]]) -> d
     return {k: ours[k] - theirs[k] for k in ours if k in theirs}
 
 
-def pairs_table(rows: list[dict[str, Any]]) -> str:
-    """Per system and ε: how its per-pair mean TVDs compare with the independent baseline's."""
-    groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((r["system"], r["spec"], r["epsilon"]), []).append(r)
-    lines = [
-        "| system | spec | ε | seeds (ours/indep.) | pairs worse | pairs worse by > "
-        f"{PAIR_TOLERANCE:g} | worst excess (pair) | mean excess |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+def pairs_table(rows: list[dict[str, Any]], without: set[str] = frozenset()) -> str:
+    """Per dataset, system and ε: how its per-pair mean TVDs compare with the independent baseline's there.
+
+    The baseline is the ``independent`` rows of the same dataset (spec folder) and ε.
+    """
     order = {s: i for i, s in enumerate(SYSTEMS)}
-    for (system, spec, eps), rs in sorted(groups.items(), key=lambda kv: (kv[0][2], order.get(kv[0][0], 99),
-                                                                         kv[0][1])):
-        if system in ("independent", "bootstrap"):
-            continue
-        baseline = [r for (s, _, e), b in groups.items() if s == "independent" and e == eps for r in b]
-        excess = pair_excess(rs, baseline)
-        if not excess:
-            continue
-        worst = max(excess, key=lambda k: excess[k])
-        seeds = (f"{sum(1 for r in rs if r.get('two_way'))}/"
-                 f"{sum(1 for r in baseline if r.get('two_way'))}")
-        lines.append(
-            f"| {system} | {Path(spec).name} | {eps:g} | {seeds} | {sum(v > 0 for v in excess.values())} | "
-            f"{sum(v > PAIR_TOLERANCE for v in excess.values())} | {excess[worst]:+.4f} ({worst}) | "
-            f"{statistics.fmean(excess.values()):+.4f} |")
-    return "\n".join(lines)
+    out = []
+    for dataset, subset in _by_dataset(rows).items():
+        subset = [reduced(r, without) for r in subset]
+        groups: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+        for r in subset:
+            groups.setdefault((row_name(r), r["system"], r["epsilon"]), []).append(r)
+        lines = [
+            f"### {dataset}: pairs against independent noisy 1-ways"
+            + (f" (without {', '.join(sorted(without))})" if without else ""), "",
+            "| system | ε | seeds (ours/indep.) | pairs | pairs worse | pairs worse by > "
+            f"{PAIR_TOLERANCE:g} | worst excess (pair) | mean excess |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for (name, system, eps), rs in sorted(groups.items(), key=lambda kv: (kv[0][2], order.get(kv[0][1], 99),
+                                                                             kv[0][0])):
+            if system in ("independent", "bootstrap", "coded"):
+                continue
+            baseline = [r for r in subset if r["system"] == "independent" and r["epsilon"] == eps]
+            excess = pair_excess(rs, baseline)
+            if not excess:
+                continue
+            worst = max(excess, key=lambda k: excess[k])
+            seeds = (f"{sum(1 for r in rs if r.get('two_way'))}/"
+                     f"{sum(1 for r in baseline if r.get('two_way'))}")
+            lines.append(
+                f"| {name} | {eps:g} | {seeds} | {len(excess)} | {sum(v > 0 for v in excess.values())} | "
+                f"{sum(v > PAIR_TOLERANCE for v in excess.values())} | {excess[worst]:+.4f} ({_pair(worst)}) | "
+                f"{statistics.fmean(excess.values()):+.4f} |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def worst_pairs(rows: list[dict[str, Any]], without: set[str] = frozenset(), limit: int = 10,
+                focus: str = "dprelease-flow") -> str:
+    """Per dataset and ε: the pairs on which ``focus`` is worse than the independent baseline by more than
+    ``PAIR_TOLERANCE`` (worst first, at most ``limit``; how many in all), with the baseline's mean TVD and every
+    system's excess over it on the same pair."""
+    order = {s: i for i, s in enumerate(SYSTEMS)}
+    out = []
+    for dataset, subset in _by_dataset(rows).items():
+        subset = [reduced(r, without) for r in subset if Path(r["spec"]).name == "release.yaml"]
+        for eps in sorted({r["epsilon"] for r in subset}):
+            at = [r for r in subset if r["epsilon"] == eps]
+            baseline = pair_means([r for r in at if r["system"] == "independent"])
+            systems = sorted({r["system"] for r in at} - {"independent", "bootstrap", "coded"},
+                             key=lambda s: order.get(s, 99))
+            excess = {s: pair_excess([r for r in at if r["system"] == s],
+                                     [r for r in at if r["system"] == "independent"]) for s in systems}
+            mine = excess.get(focus, {})
+            bad = sorted((k for k, v in mine.items() if v > PAIR_TOLERANCE), key=lambda k: -mine[k])
+            if not baseline or not mine:
+                continue
+            lines = [f"### {dataset}, ε = {eps:g}: {len(bad)} of {len(mine)} pairs where {focus} is worse than "
+                     f"independent by > {PAIR_TOLERANCE:g}" + (f" (showing {limit})" if len(bad) > limit else ""), ""]
+            if bad:
+                lines += ["| pair | independent TVD | " + " | ".join(f"{s} excess" for s in systems) + " |",
+                          "|---|---|" + "---|" * len(systems)]
+                for k in bad[:limit]:
+                    cells = " | ".join(f"{excess[s][k]:+.3f}" if k in excess[s] else "–" for s in systems)
+                    lines.append(f"| {_pair(k)} | {baseline[k]:.3f} | {cells} |")
+            out.append("\n".join(lines))
+    return "\n\n".join(out)
 
 
 def warm_prefect(prefect_home: Path) -> None:
@@ -750,13 +936,17 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     parser.add_argument("--aim-seeds", type=int, default=1, help="AIM runs the first N seeds only")
     parser.add_argument("--aim-timeout", type=float, default=1800.0, help="seconds per AIM run")
-    parser.add_argument("--table", action="store_true", help="only print the table of the results file")
+    parser.add_argument("--table", action="store_true", help="only print the tables of the results file")
+    parser.add_argument("--without", nargs="+", default=[], metavar="COLUMN",
+                        help="tables only: tvd1/tvd2 and pairs over the marginals without these columns")
+    parser.add_argument("--pairs", type=int, default=10, help="tables: list at most N of the pairs on which "
+                        "dprelease-flow is worse than independent by > PAIR_TOLERANCE, per dataset and ε (0: none)")
+    parser.add_argument("--results", default=str(RESULTS), help="the results file (read, and merged into)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, synthetic tables)")
     args = parser.parse_args()
+    results = Path(args.results)
     if args.table:
-        print(table(load_rows()))
-        print()
-        print(pairs_table(load_rows()))
+        print_tables(load_rows(results), set(args.without), args.pairs)
         return
     if any(s in PEERS for s in args.systems) and not BENCH_PY.exists():
         raise SystemExit(f"{BENCH_PY} missing: run  bash benchmarks/setup_peers.sh")
@@ -775,7 +965,7 @@ def main() -> None:
                         continue
                     print(f"[{time.strftime('%H:%M:%S')}] {system} ε={epsilon:g} seed={seed} ...", flush=True)
                     row = run_one(system, spec, epsilon, seed, tmp, prefect_home, evaluate, args.aim_timeout)
-                    save_rows(merge(load_rows(), row))
+                    save_rows(merge(load_rows(results), row), results)
                     summary = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
                                if k in ("status", "tvd1", "tvd2", "tvd3", "time_s", "process_wall_s", "peak_rss_mb")}
                     print(f"    {summary}" + (f"\n    {row.get('error', '')}" if row["status"] == "failed" else ""),
@@ -784,9 +974,16 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print(table(load_rows()))
+    print_tables(load_rows(results), set(args.without), args.pairs)
+
+
+def print_tables(rows: list[dict[str, Any]], without: set[str], pairs: int) -> None:
+    print(table(rows, without))
     print()
-    print(pairs_table(load_rows()))
+    print(pairs_table(rows, without))
+    if pairs > 0:
+        print()
+        print(worst_pairs(rows, without, pairs))
 
 
 if __name__ == "__main__":
