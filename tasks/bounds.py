@@ -125,7 +125,9 @@ def find_mappings(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredMapping
             drawn, record = measure_group_quantiles(codes, mechanism, context,
                                                query=f"median({planned.column} | {planned.source})")
             places = decimals_of(column.resolution)
-            found = {key: grid_value(grid, index, places) for key, index in zip(planned.groups, drawn, strict=True)}
+            low, high = column.min, column.max  # the grid may reach one step past max: clip (post-processing)
+            found = {key: min(max(grid_value(grid, index, places), low), high)
+                     for key, index in zip(planned.groups, drawn, strict=True)}
             logger.info("mapping of %s by %s: %d values released (one grouped median, %s)", planned.column,
                         planned.source, len(found), mechanism.sensitivity_text())
             results.append(DiscoveredMapping(planned.column, planned.source, found, record))
