@@ -110,9 +110,10 @@ baseline's mean on the same dataset and ε, how many by more than ``PAIR_TOLERAN
 than that baseline by more than the tolerance (worst first, ``--pairs`` of them), with every system's excess.
 
 Runs are merged into ``benchmarks/results/peers_adult.json`` (``--results``; a row per system × spec × ε ×
-seed; a re-run replaces its row), so the grid can be filled in several sittings. On 2 cores (shared) a run
-takes about 17 s (flow), 1.5 s (core), 65 s on Adult and 130 s on ACS (MST), 10+ min (AIM, capped at 30
-min per ε); the grid without AIM about 15 min (Adult).
+seed; a re-run replaces its row), so the grid can be filled in several sittings. On 2 cores shared with other
+work (load 3-4) a run took 16-25 s (flow; 11 s on an idle machine), 1-1.5 s (core), 100-125 s on Adult and
+115-185 s on ACS (MST; about 55-65 s on Adult when idle), 4-14 min on Adult and 4-23 min on ACS (AIM, capped
+at 30 min per ε); the grid without AIM took about 25 min per dataset, AIM on both about 70 min.
 """
 
 from __future__ import annotations
