@@ -21,7 +21,7 @@ ldp-example: bootstrap
 ## Run the test suite (unit, statistical privacy, end-to-end flows), then ruff and mypy.
 test: bootstrap
 	@.venv/bin/python -m pytest
-	@.venv/bin/python -m ruff check dp schemas tasks flows tests setup.py dprelease
+	@.venv/bin/python -m ruff check dp schemas tasks flows tests quality reports teaching benchmarks setup.py dprelease
 	@.venv/bin/python -m mypy
 
 clean:

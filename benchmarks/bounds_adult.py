@@ -48,12 +48,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dprelease.dp.accounting.ledger import Ledger  # noqa: E402
-from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.accounting.budget import PureBudget  # noqa: E402
+from dprelease.dp.accounting.charges import ReleaseContext  # noqa: E402
+from dprelease.dp.accounting.ledger import Ledger  # noqa: E402
+from dprelease.dp.measurement.bounds import discover_bounds, geometric_grid, tail_counts  # noqa: E402
 from dprelease.dp.mechanisms.random import IntArray  # noqa: E402
-from dprelease.dp.mechanisms.svt import MonotoneAboveThreshold, run_above_threshold, svt_threshold
-from dprelease.dp.measurement.bounds import discover_bounds, geometric_grid, tail_counts
+from dprelease.dp.mechanisms.svt import MonotoneAboveThreshold, run_above_threshold, svt_threshold  # noqa: E402
 
 ADULT = ROOT / "examples" / "adult"
 COLUMNS = ("capital-gain", "capital-loss", "fnlwgt")

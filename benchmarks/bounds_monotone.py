@@ -21,23 +21,36 @@ import pyarrow.parquet as pq
 import yaml
 
 from dprelease.dp.accounting.budget import PureBudget
-from dprelease.dp.mechanisms.svt import AboveThreshold, MonotoneAboveThreshold, svt_threshold
 from dprelease.dp.measurement.bounds import geometric_grid, tail_counts
+from dprelease.dp.mechanisms.svt import AboveThreshold, MonotoneAboveThreshold, svt_threshold
 from tests.noise import SeededNoise
 
-t=pq.read_table(Path(__file__).resolve().parents[1] / 'examples/adult/adult.parquet')
-schema=yaml.safe_load(open(Path(__file__).resolve().parents[1] / 'examples/adult/schema.yaml'))
-eps=Fraction(158,10000); R=400
-for col in ("fnlwgt","capital-gain","capital-loss"):
-    spec=schema["columns"][col]; lo,hi=spec["search_range"]; cheap = spec.get("bins")=="log" or (isinstance(spec.get("bins"),dict) and spec["bins"].get("kind")=="log")
-    v=t.column(col).to_numpy().astype(float); grid=geometric_grid(lo,hi); below,above=tail_counts(v,grid)
-    for name,mech,ts in (("AT",AboveThreshold(1,PureBudget(eps)),None),("monotone",MonotoneAboveThreshold(1,PureBudget(eps)),True)):
-        kw=dict(threshold_scale=mech.threshold_scale()) if ts else {}
-        Tl=svt_threshold(mech.query_scale(),len(grid),cheap_widening=cheap,away_from_origin=grid[0]<0,**kw)
-        Tu=svt_threshold(mech.query_scale(),len(grid),cheap_widening=cheap,away_from_origin=grid[-1]>0,**kw)
-        noise=SeededNoise(7)
-        hl=mech.run_batch(np.tile(below,(R,1)),Tl,noise); hu=mech.run_batch(np.tile(above[::-1].copy(),(R,1)),Tu,noise)
-        L=np.where(hl>0, np.array(grid)[np.maximum(hl-1,0)], grid[0]); U=np.where(hu>0, np.array(grid)[len(grid)-np.maximum(hu,1)], grid[-1])
-        clamped=np.array([np.mean((v<l)|(v>u)) for l,u in zip(L,U)])
-        wide=np.mean(U>2*v.max())
-        print(f"{col:13s} {name:9s} cheap={cheap} T=({Tl},{Tu}) clamped median {np.median(clamped):.4f} mean {clamped.mean():.4f}  wide {wide:.2f}  median U {np.median(U):g}")
+ROOT = Path(__file__).resolve().parents[1]
+table = pq.read_table(ROOT / "examples/adult/adult.parquet")
+with open(ROOT / "examples/adult/schema.yaml", encoding="utf-8") as fh:
+    schema = yaml.safe_load(fh)
+eps = Fraction(158, 10000)
+R = 400
+for col in ("fnlwgt", "capital-gain", "capital-loss"):
+    spec = schema["columns"][col]
+    lo, hi = spec["search_range"]
+    bins = spec.get("bins")
+    cheap = bins == "log" or (isinstance(bins, dict) and bins.get("kind") == "log")
+    v = table.column(col).to_numpy().astype(float)
+    grid = geometric_grid(lo, hi)
+    below, above = tail_counts(v, grid)
+    mechanisms = (("AT", AboveThreshold(1, PureBudget(eps)), False),
+                  ("monotone", MonotoneAboveThreshold(1, PureBudget(eps)), True))
+    for name, mech, ts in mechanisms:
+        kw = dict(threshold_scale=mech.threshold_scale()) if ts else {}
+        Tl = svt_threshold(mech.query_scale(), len(grid), cheap_widening=cheap, away_from_origin=grid[0] < 0, **kw)
+        Tu = svt_threshold(mech.query_scale(), len(grid), cheap_widening=cheap, away_from_origin=grid[-1] > 0, **kw)
+        noise = SeededNoise(7)
+        hl = mech.run_batch(np.tile(below, (R, 1)), Tl, noise)
+        hu = mech.run_batch(np.tile(above[::-1].copy(), (R, 1)), Tu, noise)
+        lower = np.where(hl > 0, np.array(grid)[np.maximum(hl - 1, 0)], grid[0])
+        upper = np.where(hu > 0, np.array(grid)[len(grid) - np.maximum(hu, 1)], grid[-1])
+        clamped = np.array([np.mean((v < lo_) | (v > hi_)) for lo_, hi_ in zip(lower, upper, strict=True)])
+        wide = np.mean(upper > 2 * v.max())
+        print(f"{col:13s} {name:9s} cheap={cheap} T=({Tl},{Tu}) clamped median {np.median(clamped):.4f} "
+              f"mean {clamped.mean():.4f}  wide {wide:.2f}  median U {np.median(upper):g}")

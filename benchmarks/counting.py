@@ -16,11 +16,12 @@ but it is counted here too, so the workload is that of the issue: all 15 one-way
 For each size, each measurement runs in a fresh Python process (so its peak RSS is its own) and is
 repeated ``--repeats`` times, the two alternating; the fastest run of each is reported:
 
-- ``production``: ``dprelease.dp.measurement.marginals.count_all(dprelease.tasks.ingest.row_groups(...), domains, rules, workload)``,
-  the map-reduce of the release's ``measure_marginals`` task;
+- ``production``: ``dprelease.dp.measurement.marginals.count_all(
+  dprelease.tasks.ingest.row_groups(...), domains, rules, workload)``, the map-reduce of the release's
+  ``measure_marginals`` task;
 - ``floor``: the same reader (``row_groups``), the same encoding done once per row group
-  (``dprelease.dp.measurement.marginals.encode_table``), then a plain ``np.bincount(code, minlength=size)`` per column and
-  ``np.bincount(a * size_b + b, minlength=size_a * size_b)`` per pair over those codes, summed over
+  (``dprelease.dp.measurement.marginals.encode_table``), then a plain ``np.bincount(code, minlength=size)`` per
+  column and ``np.bincount(a * size_b + b, minlength=size_a * size_b)`` per pair over those codes, summed over
   row groups. Its time is split into reading, encoding and counting.
 
 Both produce a digest of every count; the benchmark fails if they differ.

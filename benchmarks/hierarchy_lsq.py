@@ -19,7 +19,8 @@ noise against the counts) and rho = 0.01 (noise comparable to the small counts, 
 matters).
 
 Per level (root, middle levels, leaves) and ``--trials`` trials, the mean squared error against the truth
-of: the raw noisy counts; ``dp.synthesis.consistency.least_squares`` (the BLUE); ``dp.synthesis.consistency.make_consistent``
+of: the raw noisy counts; ``dp.synthesis.consistency.least_squares`` (the BLUE);
+``dp.synthesis.consistency.make_consistent``
 (least squares, non-negativity, controlled rounding; root estimated, not pinned) with each non-negativity
 method, "project" (the default) and "scale"; and the % reduction of each against raw. The exact reduction
 of the root's variance by least squares is printed beside the table as a check. The same seed is used for
@@ -44,8 +45,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from dprelease.dp.synthesis.consistency import least_squares, make_consistent, nonnegative, round_consistent  # noqa: E402
 from dprelease.dp.synthesis.hierarchy import HierarchyTree  # noqa: E402
-from dprelease.dp.synthesis.consistency import least_squares, make_consistent, nonnegative, round_consistent
 
 TREES = {"geography": [5, 20, 10], "tree_10k": [10, 10, 10, 10]}
 LEVEL_NAMES = {"geography": ["nation", "state", "county", "tract"]}

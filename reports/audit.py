@@ -240,9 +240,9 @@ def build_audit(
                        "distance from independence under the noisy 1-ways; sensitivity 1 per row), then, from the "
                        "root, a second parent for each column among the columns already sharing a clique with its "
                        "tree parent, by the exponential mechanism on the conditional-L1 score (sensitivity below 4 "
-                       "per row; when a full clique would hold more noise than rows, each candidate's score loses the expected "
-                       "L1 noise of its extra cells and no second parent is a candidate too, as in AIM); numeric "
-                       "columns in bins of equal noisy mass inside cliques",
+                       "per row; when a full clique would hold more noise than rows, each candidate's score loses "
+                       "the expected L1 noise of its extra cells and no second parent is a candidate too, as in "
+                       "AIM); numeric columns in bins of equal noisy mass inside cliques",
                 second_parent_selections=SecondParentSelections(
                     run=sum(1 for m in measurements if m.query.startswith("second parent of ")),
                     skipped_single_candidate=sum(
