@@ -198,3 +198,21 @@ def test_check_quality_flow_names_a_missing_column_in_its_rule_outcomes(prefect_
     rows = json.loads(artifacts[0].data) if isinstance(artifacts[0].data, str) else artifacts[0].data
     outcomes = {r["column"]: r["outcome"] for r in rows}
     assert outcomes["age"] == "fail" and outcomes["education"] == "pass"
+
+
+def test_the_gate_and_the_preflight_run_without_importing_prefect(tmp_path):
+    """``dprelease check`` runs no flow, so it loads no Prefect (about a second of every check)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    summary = tmp_path / "summary.json"
+    argv = ["check", str(SCHEMA), str(ADULT / "adult.parquet"), "--summary", str(summary)]
+    code = (f"import sys; from dprelease.flows.cli import main; code = main({argv!r}); "
+            "import dprelease.tasks.preflight, dprelease.tasks.tables; "
+            "print(code, sorted(m for m in sys.modules if m == 'prefect' or m.startswith('prefect.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True,
+                         env={**os.environ, "PYTHONPATH": str(root), "DPRELEASE_HOME": str(tmp_path)})
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+    assert json.loads(summary.read_text())["passed"] is True
