@@ -216,3 +216,22 @@ def test_the_gate_and_the_preflight_run_without_importing_prefect(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(root), "DPRELEASE_HOME": str(tmp_path)})
     assert out.stdout.strip().splitlines()[-1] == "0 []"
     assert json.loads(summary.read_text())["passed"] is True
+
+
+def test_the_command_in_a_process_of_its_own_still_validates_every_rule(tmp_path):
+    """``python -m dprelease check`` (GE without SQLAlchemy, quick exit): the same failures, exit code 1."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    data, report = tmp_path / "bad.parquet", tmp_path / "report.xml"
+    pq.write_table(_table_with_value_failures(), data)
+    out = subprocess.run([sys.executable, "-m", "dprelease", "check", str(SCHEMA), str(data), "--junit", str(report)],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(root), "DPRELEASE_HOME": str(tmp_path)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert set(_failures(_cases(report)[1])) == {("column age", "values must be between 17 and 90"),
+                                                ("column occupation", "values must be in the 14 declared categories")}
+    assert "FAIL: bad.parquet does not match schema.yaml" in out.stdout and out.stdout.rstrip().endswith("logs")
+    _assert_no_canary(out.stdout + out.stderr, report.read_bytes(), b"")
