@@ -25,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import cast
 
-from dprelease.flows.settings import configure, state_dir
+from dprelease.flows.settings import configure, exit_now, state_dir, without_sql
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_CODES = {
@@ -457,56 +457,19 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dprelease`` console script.
 
     Called without ``argv`` (the console script, ``python -m dprelease``) this process is the
-    command, and it ends as soon as the command has: see :func:`_exit_now`.
+    command, and it ends as soon as the command has: see :func:`flows.settings.exit_now`.
     """
     code = _main(argv, standalone=argv is None)
     if argv is None:
-        _exit_now(code)
+        exit_now(code)
     return code
-
-
-def _exit_now(code: int) -> None:
-    """End the process now: run the exit handlers, flush, and skip tearing down the interpreter.
-
-    The first steps of a normal exit run as CPython runs them (``Py_FinalizeEx``): the threading
-    module's exit hooks and the join of every non-daemon thread (Prefect drains its queues of logs
-    and events to the API there), then the ``atexit`` handlers (the embedded server is stopped,
-    logging flushed). What is skipped is freeing every object and module one by one (Prefect, Great
-    Expectations, pandas, matplotlib): about a second on 2 cores, several on a loaded machine, spent
-    on nothing. Every file this command writes is closed by then (written through context
-    managers), and the ledger commits each write.
-    """
-    import atexit
-    import os
-    import threading
-
-    try:
-        threading._shutdown()  # type: ignore[attr-defined]
-        atexit._run_exitfuncs()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
-
-
-def _without_sql() -> None:
-    """Have Great Expectations find SQLAlchemy absent, as its ``compatibility`` layer allows (pandas only).
-
-    Only for a ``check`` process of its own (nothing else in it uses SQL): importing SQLAlchemy is
-    about a tenth of a check's time. Never in a process that runs Prefect (its server needs it).
-    """
-    if "sqlalchemy" not in sys.modules and "prefect" not in sys.modules:
-        sys.modules["sqlalchemy"] = None  # type: ignore[assignment]  # an import of it raises ImportError
 
 
 def _main(argv: list[str] | None, standalone: bool = False) -> int:
     configure()
     args = _parser().parse_args(argv)
     if standalone and args.command == "check":
-        _without_sql()
+        without_sql()
     commands = {"release": cmd_release, "plan": cmd_plan, "check": cmd_check, "verify": cmd_verify,
                 "report": cmd_report, "ledger": cmd_ledger, "ldp-collect": cmd_ldp_collect}
     try:

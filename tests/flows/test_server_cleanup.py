@@ -68,7 +68,7 @@ def test_killing_the_command_takes_the_embedded_server_with_it(tmp_path):
 
 @pytest.mark.e2e
 def test_a_finished_command_exits_at_once_with_its_logs_and_states_sent_and_its_server_stopped(tmp_path):
-    """The command skips the interpreter's teardown (``cli._exit_now``), never what a normal exit sends.
+    """The command skips the interpreter's teardown (``flows.settings.exit_now``), never what a normal exit sends.
 
     Its output is complete, its exit code is the command's, no server outlives it, and the embedded
     server's database (read after it stopped) holds the flow run's final state, every task run's,
