@@ -13,7 +13,8 @@ Printed per command: the median and each run's wall time, and user + system CPU 
 process and the children it waited for (the embedded server included; the same figures as
 ``/usr/bin/time -f "%e %U %S"``); per release stage, the median of the times the stages log
 (``stage NAME finished in T s``) and of the time from the start to the flow's first log line
-(``boot``: interpreter, imports, preflight, the embedded server's start). The machine's load
+(``boot``: interpreter, imports, preflight, the embedded server's start), and from the flow's end
+to the process's (``exit``: stopping the server, the interpreter's exit). The machine's load
 average is printed before and after: on a shared machine, compare figures measured back to back.
 """
 
@@ -34,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STAGE = re.compile(r"stage (\w+) finished in ([0-9.]+) s")
 FIRST_LOG = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) \| ", re.MULTILINE)
+PUBLISHED = re.compile(r"Release published in ([0-9.]+) s")
 
 
 def timed(argv: list[str], env: dict[str, str], root: Path) -> dict[str, object]:
@@ -55,6 +57,10 @@ def timed(argv: list[str], env: dict[str, str], root: Path) -> dict[str, object]
         h, m, s, ms = (int(g) for g in first.groups())
         logged = start_clock.replace(hour=h, minute=m, second=s, microsecond=ms * 1000)
         stages["boot"] = round((logged - start_clock).total_seconds(), 3)
+    published = PUBLISHED.search(completed.stdout)
+    if published is not None:  # the command's own clock, from its start to the flow's end
+        stages["command_to_flow_end"] = float(published.group(1))
+        stages["exit"] = round(wall - float(published.group(1)), 3)
     return {"wall": round(wall, 3), "user": round(after.ru_utime - before.ru_utime, 3),
             "sys": round(after.ru_stime - before.ru_stime, 3), "stages": stages}
 
