@@ -25,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import cast
 
-from dprelease.flows.settings import configure, state_dir
+from dprelease.flows.settings import configure, exit_now, state_dir, without_sql
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_CODES = {
@@ -245,12 +245,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     ``--summary`` writes the outcome as JSON, ``--junit`` as JUnit XML with one testcase per
     column and rule (the column's structure, then each value check of the schema's suite).
     """
-    from dprelease.flows.check import junit_report
+    # Nothing here imports Prefect (the gate runs no flow): about a second saved on every check.
     from dprelease.quality.validation import structural_problems, validate_batches
+    from dprelease.reports.junit import junit_report
     from dprelease.schemas.model import SchemaError
     from dprelease.schemas.table import load_schema
-    from dprelease.tasks.ingest import InputError, dataset_schema, row_groups
     from dprelease.tasks.preflight import check_writable
+    from dprelease.tasks.tables import InputError, dataset_schema, row_groups
 
     data = Path(args.data)
     suite_name = f"{data.name} against {Path(args.schema).name}"
@@ -371,7 +372,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     when rows were altered or deleted.
     """
     from dprelease.dp.accounting.ledger import Ledger
-    from dprelease.tasks.ingest import InputError
+    from dprelease.tasks.tables import InputError
 
     path = Path(_default_ledger(args.ledger))
     if not path.is_file():
@@ -453,9 +454,22 @@ def describe_failure(err: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``dprelease`` console script."""
+    """Entry point of the ``dprelease`` console script.
+
+    Called without ``argv`` (the console script, ``python -m dprelease``) this process is the
+    command, and it ends as soon as the command has: see :func:`flows.settings.exit_now`.
+    """
+    code = _main(argv, standalone=argv is None)
+    if argv is None:
+        exit_now(code)
+    return code
+
+
+def _main(argv: list[str] | None, standalone: bool = False) -> int:
     configure()
     args = _parser().parse_args(argv)
+    if standalone and args.command == "check":
+        without_sql()
     commands = {"release": cmd_release, "plan": cmd_plan, "check": cmd_check, "verify": cmd_verify,
                 "report": cmd_report, "ledger": cmd_ledger, "ldp-collect": cmd_ldp_collect}
     try:

@@ -43,7 +43,22 @@ def _series(column: pa.ChunkedArray) -> pd.Series:
 
 
 def _numbers(series: pd.Series) -> FloatArray:
-    """Every value as a double, NaN where it is not a number (no overflow check: this never raises)."""
+    """Every value as a double, NaN where it is not a number (no overflow check: this never raises).
+
+    Text is parsed once per distinct value (``pandas.to_numeric`` is slow on strings, and a column
+    repeats its values): the same function on the same values, so the same numbers.
+    """
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        return _parsed(series)
+    codes, distinct = pd.factorize(series)  # nulls get -1 and parse as NaN
+    parsed = _parsed(pd.Series(distinct, dtype=object))
+    out = np.full(len(series), np.nan, dtype=np.float64)
+    present = codes >= 0
+    out[present] = parsed[codes[present]]
+    return out
+
+
+def _parsed(series: pd.Series) -> FloatArray:
     with np.errstate(all="ignore"):
         return np.asarray(pd.to_numeric(series, errors="coerce").astype(float).to_numpy(), dtype=np.float64)
 
@@ -80,19 +95,21 @@ def _codes(
         edges = _edges(rv, bins)
     keys: list[npt.NDArray[np.object_]] = []
     for series, values in ((rs, rv), (ss, sv)):
-        own = _labels(series)
         nan = np.isnan(values)
         if edges is not None:
             with np.errstate(all="ignore"):
                 found = np.searchsorted(edges, np.where(nan, 0.0, values), side="right") - 1
             bin_index = np.clip(found, 0, len(edges) - 2)
-            spelled = np.char.add("#bin", bin_index.astype(str)).astype(object)
+            spelled = np.array([f"#bin{i}" for i in range(len(edges) - 1)], dtype=object)[bin_index]
         else:
             spelled = _spell(np.where(nan, 0.0, values))
-        keys.append(np.where(nan, own, spelled))
-    both = np.concatenate(keys)
-    names, inverse = np.unique(both.astype(str), return_inverse=True)
-    codes = np.asarray(inverse.reshape(-1), dtype=np.int64)
+        if nan.any():  # a value that is not a number keeps its own label
+            spelled[nan] = _labels(series[nan])
+        keys.append(spelled)
+    # Numbered in the keys' sorted order, as np.unique over every row's key would, but sorting distinct keys only.
+    first, distinct = pd.factorize(np.concatenate(keys))
+    names, inverse = np.unique(np.asarray(distinct, dtype=str), return_inverse=True)
+    codes = np.asarray(inverse.reshape(-1), dtype=np.int64)[first]
     labels: list[str] = [str(x) for x in names.tolist()]
     if edges is not None:
         cuts = [f"{x:g}" for x in edges]
@@ -115,9 +132,12 @@ def joint_tvd(real: Sequence[IntArray], synthetic: Sequence[IntArray]) -> float:
     compacted column by column (``np.unique``), so they never exceed the row count times one
     column's size: no overflow and no allocation of the product of the sizes.
     """
-    n_real = len(real[0])
     columns = [np.concatenate([r, s]).astype(np.int64) for r, s in zip(real, synthetic, strict=True)]
-    sizes = [int(c.max(initial=0)) + 1 for c in columns]
+    return _joint_tvd(columns, [int(c.max(initial=0)) + 1 for c in columns], len(real[0]))
+
+
+def _joint_tvd(columns: Sequence[IntArray], sizes: Sequence[int], n_real: int) -> float:
+    """:func:`joint_tvd` of columns given as real rows then synthetic rows, with their code counts."""
     if float(np.prod([float(x) for x in sizes])) <= max(4.0 * len(columns[0]), DENSE_CELLS):
         # The product of the sizes is small: count it densely, as the evaluator does (the same figure).
         cell = np.ravel_multi_index(columns, sizes) if len(columns) > 1 else columns[0]
@@ -176,8 +196,13 @@ def utility(
         for c, (rc, sc, size, labels) in coded.items()
     }
 
+    # Each column's real and synthetic codes joined once: hundreds of joint marginals reuse them.
+    stacked = {c: np.concatenate([rc, sc]).astype(np.int64) for c, (rc, sc, _, _) in coded.items()}
+    sizes = {c: int(v.max(initial=0)) + 1 for c, v in stacked.items()}
+    n_real = real.num_rows
+
     def joint(cols: Sequence[str]) -> float:
-        return joint_tvd([coded[c][0] for c in cols], [coded[c][1] for c in cols])
+        return _joint_tvd([stacked[c] for c in cols], [sizes[c] for c in cols], n_real)
 
     two = {f"{a}|{b}": joint((a, b)) for a, b in itertools.combinations(columns, 2)}
     triples = list(itertools.combinations(columns, 3))

@@ -7,7 +7,17 @@ from functools import partial
 from typing import Any
 
 from dprelease.reports.audit_records import Audit
-from dprelease.reports.charts import _REAL, _SYNTH, _WIDTH_IN, _chart, _draw_hbars, _draw_histogram, _draw_pairs
+from dprelease.reports.charts import (
+    _REAL,
+    _SYNTH,
+    _WIDTH_IN,
+    ChartJob,
+    _chart,
+    _charts,
+    _draw_hbars,
+    _draw_histogram,
+    _draw_pairs,
+)
 from dprelease.reports.html import _header, _page
 from dprelease.reports.html_parts import _card, _code, _esc, _num, _pct, _section, _table
 
@@ -92,7 +102,7 @@ def render_internal_html(
         sections.append(_section("two-way", "2-way marginals: worst and best", chart +
                                  _table(["", "pair", "measured", "TVD"], rows, cls="num"), _esc(lead)))
     if real_vs_synthetic:
-        figures = []
+        jobs: list[ChartJob] = []
         for column, hist in real_vs_synthetic.items():
             labels = [str(x) for x in hist.get("labels", [])]
             real = [float(x) for x in hist.get("real", [])]
@@ -102,8 +112,8 @@ def render_internal_html(
             tvd = one.get(str(column))
             draw = partial(_draw_histogram, column=str(column), labels=labels, real=real, synthetic=synthetic,
                            tvd=tvd)
-            figures.append(_chart(3.35, 2.3, draw, f"Histogram of {column}: real and synthetic relative frequencies.",
-                                  constrained=False))
+            jobs.append((3.35, 2.3, draw, f"Histogram of {column}: real and synthetic relative frequencies.", False))
+        figures = _charts(jobs)  # small multiples: drawn two at a time
         key = (f'<p class="small"><span class="swatch" style="background:{_REAL}"></span>real '
                f'<span class="swatch" style="background:{_SYNTH};margin-left:12px"></span>synthetic '
                "(relative frequencies)</p>")

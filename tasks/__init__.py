@@ -20,13 +20,13 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar, cast
-
-from prefect import Task, task
-from prefect.cache_policies import NO_CACHE
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from dprelease.dp.accounting.processes import fault_point
 from dprelease.dp.errors import DPReleaseError, StageFailed
+
+if TYPE_CHECKING:
+    from prefect import Task
 
 __all__ = ["PUBLIC", "SENSITIVE", "DPReleaseError", "StageFailed", "guard_raw_errors", "is_sensitive", "mark_sensitive",
            "public_task", "sensitive_task", "steward_area"]
@@ -34,21 +34,30 @@ __all__ = ["PUBLIC", "SENSITIVE", "DPReleaseError", "StageFailed", "guard_raw_er
 SENSITIVE_MARK = "dp_sensitive"
 """The attribute set to True on every task that reads raw data, draws noise or writes the ledger."""
 
-SENSITIVE: dict[str, Any] = {
-    "retries": 0,
-    "cache_policy": NO_CACHE,
-    "persist_result": False,
-}
-"""Task options for anything that reads raw data, draws noise or writes the ledger."""
+SENSITIVE: dict[str, Any]
+"""Task options for anything that reads raw data, draws noise or writes the ledger: no retries, Prefect's
+``NO_CACHE`` policy, no persisted result."""
 
-PUBLIC: dict[str, Any] = {
-    "retries": 0,
-    "cache_policy": NO_CACHE,
-    "persist_result": False,
-}
+PUBLIC: dict[str, Any]
 """Task options for post-processing: no caching either (results are cheap and release-specific)."""
 
-T = TypeVar("T", bound=Task[Any, Any])
+
+def __getattr__(name: str) -> dict[str, Any]:
+    """:data:`SENSITIVE` and :data:`PUBLIC`, made on first use: importing the package imports no Prefect.
+
+    Reading a file (``tasks.tables``, the preflight, ``dprelease check``) then costs no Prefect import;
+    declaring a task does.
+    """
+    if name in ("SENSITIVE", "PUBLIC"):
+        from prefect.cache_policies import NO_CACHE
+
+        options = {"retries": 0, "cache_policy": NO_CACHE, "persist_result": False}
+        globals()[name] = options
+        return options
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+T = TypeVar("T", bound="Task[Any, Any]")
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -161,6 +170,10 @@ def public_task(name: str) -> Callable[[Callable[P, R]], Task[P, R]]:
     """``@task(name=name, **PUBLIC)`` with start and end lines: the decorator of post-processing tasks."""
 
     def decorate(function: Callable[P, R]) -> Task[P, R]:
+        from prefect import task
+
+        from dprelease.tasks import PUBLIC
+
         return cast("Task[P, R]", task(name=name, **PUBLIC)(announce(name, function)))
 
     return decorate
@@ -174,6 +187,10 @@ def sensitive_task(name: str) -> Callable[[Callable[P, R]], Task[P, R]]:
     """
 
     def decorate(function: Callable[P, R]) -> Task[P, R]:
+        from prefect import task
+
+        from dprelease.tasks import SENSITIVE
+
         made = task(name=name, **SENSITIVE)(announce(name, guard_raw_errors(name, function)))
         return cast("Task[P, R]", mark_sensitive(made))
 

@@ -1,7 +1,7 @@
-"""Reading the sensitive table: structure first (no rows), then row groups for the map step.
+"""Reading the sensitive table in the release: the inspect task, contribution bounding, the counting map.
 
-The table is one Parquet file or a folder of Parquet files (``*.parquet``, sorted by name) that
-all share one Arrow schema; its row groups, file by file, are the partitions of the map-reduce.
+Files, structure and row groups are read by :mod:`tasks.tables` (no Prefect), whose names are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -14,146 +14,33 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from prefect import get_run_logger
 
-from dprelease.dp.errors import DPReleaseError
 from dprelease.dp.measurement.contributions import BoundedRows, bound_contributions
 from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
-from dprelease.quality.validation import structural_problems
 from dprelease.schemas.model import PrivacyUnit, TableSchema
 from dprelease.schemas.plan import ReleasePlan
 from dprelease.tasks import guard_raw_errors, sensitive_task
+from dprelease.tasks.tables import (
+    COALESCE_ROWS,
+    InputError,
+    RowGroupRef,
+    batch_count,
+    check_structure,
+    dataset_schema,
+    open_parquet,
+    parquet_files,
+    read_row_groups,
+    row_group_refs,
+    row_groups,
+    table_rows,
+)
 
-RowGroupRef = tuple[str, int]
-"""One partition of the map: a Parquet file's path and the index of one of its row groups."""
-
-
-class InputError(DPReleaseError, ValueError):
-    """The input file cannot be used: it names the file, the column and the rule, never a value."""
-
-
-def open_parquet(path: Path) -> pq.ParquetFile:
-    """Open a Parquet file with page checksums verified (a flipped byte is an error, not a change)."""
-    try:
-        return pq.ParquetFile(path, page_checksum_verification=True)
-    except FileNotFoundError:
-        raise InputError(f"{path.name}: file not found") from None
-    except (pa.ArrowInvalid, OSError) as err:
-        raise InputError(f"{path.name}: not a readable Parquet file ({type(err).__name__})") from None
-
-
-def parquet_files(data: Path) -> list[Path]:
-    """The files of a dataset: ``data`` itself, or the ``*.parquet`` files of a folder sorted by name.
-
-    Raises:
-        InputError: If ``data`` is a folder without any ``*.parquet`` file.
-    """
-    if not data.is_dir():
-        return [data]
-    files = sorted((p for p in data.glob("*.parquet") if p.is_file()), key=lambda p: p.name)
-    if not files:
-        raise InputError(f"{data.name}: the folder holds no *.parquet file")
-    return files
-
-
-def _first_difference(expected: pa.Schema, found: pa.Schema) -> str:
-    """The first column (by position) where two Arrow schemas differ in name, type or nullability."""
-    for position in range(max(len(expected), len(found))):
-        if position >= len(found):
-            return str(expected.field(position).name)
-        if position >= len(expected):
-            return str(found.field(position).name)
-        mine, theirs = expected.field(position), found.field(position)
-        if mine.name != theirs.name or mine.type != theirs.type or mine.nullable != theirs.nullable:
-            return str(mine.name)
-    return str(expected.field(0).name) if len(expected) else "?"  # pragma: no cover - equal schemas
-
-
-def dataset_schema(data: Path) -> pa.Schema:
-    """The Arrow schema shared by every file of the dataset (metadata ignored).
-
-    Raises:
-        InputError: Naming the first file whose schema differs from the first file's, and the first
-            differing column (never a value).
-    """
-    files = parquet_files(data)
-    schema = open_parquet(files[0]).schema_arrow
-    for path in files[1:]:
-        other = open_parquet(path).schema_arrow
-        if not other.equals(schema, check_metadata=False):
-            raise InputError(f"{data.name}/{path.name}: column {_first_difference(schema, other)!r} does not match "
-                             f"{files[0].name} (every file of a dataset folder must have the same Arrow schema)")
-    return schema
-
-
-def check_structure(path: Path, schema: TableSchema) -> list[str]:
-    """Problems of the dataset's structure against the schema (column names and types only).
-
-    Raises:
-        InputError: If a file cannot be read or the files of a folder disagree in schema.
-    """
-    return [str(p) for p in structural_problems(schema, dataset_schema(path))]
-
-
-def row_group_refs(data: Path) -> list[RowGroupRef]:
-    """Every row group of the dataset, file by file, as (file path, row group index): the map's partitions."""
-    return [(str(path), index) for path in parquet_files(data) for index in range(open_parquet(path).num_row_groups)]
-
-
-def read_row_groups(refs: Sequence[RowGroupRef], columns: Sequence[str]) -> Iterator[pa.Table]:
-    """The referenced row groups, one table each, with only ``columns`` (checksums verified)."""
-    opened: dict[str, pq.ParquetFile] = {}
-    for file, index in refs:
-        path = Path(file)
-        if file not in opened:
-            opened.clear()  # refs come file by file: keep one file open at a time
-            opened[file] = open_parquet(path)
-        try:
-            yield opened[file].read_row_group(index, columns=list(columns))
-        except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(f"{path.name}: row group {index} cannot be read ({type(err).__name__})") from None
-
-
-COALESCE_ROWS = 65_536
-"""Row groups smaller than this on average are read in batches of this many rows instead (validation and
-counting then cost per row, not per row group: 20,000 one-row groups are 1 batch, not 20,000)."""
-
-
-def _coalesced(file: pq.ParquetFile) -> bool:
-    meta = file.metadata
-    return bool(meta.num_row_groups > 1 and meta.num_rows < COALESCE_ROWS * meta.num_row_groups)
-
-
-def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:
-    """The dataset's rows in batches (every file's, in order), one table each, with only ``columns``.
-
-    A batch is a row group, or up to :data:`COALESCE_ROWS` rows across tiny row groups.
-    """
-    for file in parquet_files(path):
-        opened = open_parquet(file)
-        if not _coalesced(opened):
-            yield from read_row_groups([(str(file), i) for i in range(opened.num_row_groups)], columns)
-            continue
-        try:
-            for batch in opened.iter_batches(batch_size=COALESCE_ROWS, columns=list(columns)):
-                yield pa.Table.from_batches([batch])
-        except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(f"{file.name}: a row group cannot be read ({type(err).__name__})") from None
-
-
-def table_rows(path: Path) -> int:
-    """The dataset's row count from the Parquet footers (used only to decide where to count, never released)."""
-    return sum(open_parquet(file).metadata.num_rows for file in parquet_files(path))
-
-
-def batch_count(path: Path) -> int:
-    """How many tables :func:`row_groups` yields for the dataset (for progress counters)."""
-    total = 0
-    for file in parquet_files(path):
-        meta = open_parquet(file).metadata
-        total += -(-meta.num_rows // COALESCE_ROWS) if _coalesced(open_parquet(file)) else meta.num_row_groups
-    return total
+__all__ = [
+    "COALESCE_ROWS", "InputError", "RowGroupRef", "batch_count", "categories_as_strings", "check_structure",
+    "count_partition", "dataset_schema", "inspect_table", "open_parquet", "parquet_files", "read_row_groups",
+    "read_table", "remote_count_partition", "row_group_refs", "row_groups", "table_rows", "unit_row_groups",
+]
 
 
 def unit_row_groups(

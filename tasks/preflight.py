@@ -26,7 +26,7 @@ from dprelease.schemas.identifiers import check_identifier
 from dprelease.schemas.model import ReleaseSpec
 from dprelease.schemas.plan import plan_release
 from dprelease.schemas.spec import load_spec
-from dprelease.tasks.ingest import InputError, check_structure, parquet_files
+from dprelease.tasks.tables import InputError, check_structure, parquet_files
 
 DASK_TIMEOUT_SECONDS = 5.0
 """How long the Dask scheduler has to accept a connection before the release is refused."""

@@ -132,11 +132,13 @@ def test_every_expected_error_has_one_root():
             if inspect.isclass(value) and issubclass(value, BaseException):
                 classes.setdefault(name, value)
     # The message-free wrapper of unexpected errors; raised inside YAML's loader and caught there; the
-    # schema's error factory (returns a SchemaError); argparse's own (a usage line, exit 2).
+    # schema's error factory (returns a SchemaError); argparse's own (a usage line, exit 2); and in
+    # ``tasks/__init__.py`` the one its module ``__getattr__`` must raise for a name it lacks (PEP 562).
     allowed = {"StageFailed", "ComposerError", "ConstructorError", "_fail", "ArgumentTypeError"}
+    allowed_in = {Path("tasks/__init__.py"): {"AttributeError"}}
     for folder in ("dp", "schemas", "quality", "reports", "tasks", "flows"):
         for path in (ROOT / folder).rglob("*.py"):
-            for name in _raised_names(path) - allowed:
+            for name in _raised_names(path) - allowed - allowed_in.get(path.relative_to(ROOT), set()):
                 cls = classes.get(name)
                 assert cls is not None and issubclass(cls, DPReleaseError), \
                     f"{path.relative_to(ROOT)} raises {name}, not a DPReleaseError"

@@ -198,3 +198,40 @@ def test_check_quality_flow_names_a_missing_column_in_its_rule_outcomes(prefect_
     rows = json.loads(artifacts[0].data) if isinstance(artifacts[0].data, str) else artifacts[0].data
     outcomes = {r["column"]: r["outcome"] for r in rows}
     assert outcomes["age"] == "fail" and outcomes["education"] == "pass"
+
+
+def test_the_gate_and_the_preflight_run_without_importing_prefect(tmp_path):
+    """``dprelease check`` runs no flow, so it loads no Prefect (about a second of every check)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    summary = tmp_path / "summary.json"
+    argv = ["check", str(SCHEMA), str(ADULT / "adult.parquet"), "--summary", str(summary)]
+    code = (f"import sys; from dprelease.flows.cli import main; code = main({argv!r}); "
+            "import dprelease.tasks.preflight, dprelease.tasks.tables; "
+            "print(code, sorted(m for m in sys.modules if m == 'prefect' or m.startswith('prefect.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True,
+                         env={**os.environ, "PYTHONPATH": str(root), "DPRELEASE_HOME": str(tmp_path)})
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+    assert json.loads(summary.read_text())["passed"] is True
+
+
+def test_the_command_in_a_process_of_its_own_still_validates_every_rule(tmp_path):
+    """``python -m dprelease check`` (GE without SQLAlchemy, quick exit): the same failures, exit code 1."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    data, report = tmp_path / "bad.parquet", tmp_path / "report.xml"
+    pq.write_table(_table_with_value_failures(), data)
+    out = subprocess.run([sys.executable, "-m", "dprelease", "check", str(SCHEMA), str(data), "--junit", str(report)],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(root), "DPRELEASE_HOME": str(tmp_path)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert set(_failures(_cases(report)[1])) == {("column age", "values must be between 17 and 90"),
+                                                ("column occupation", "values must be in the 14 declared categories")}
+    assert "FAIL: bad.parquet does not match schema.yaml" in out.stdout and out.stdout.rstrip().endswith("logs")
+    _assert_no_canary(out.stdout + out.stderr, report.read_bytes(), b"")

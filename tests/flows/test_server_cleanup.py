@@ -64,3 +64,42 @@ def test_killing_the_command_takes_the_embedded_server_with_it(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.e2e
+def test_a_finished_command_exits_at_once_with_its_logs_and_states_sent_and_its_server_stopped(tmp_path):
+    """The command skips the interpreter's teardown (``flows.settings.exit_now``), never what a normal exit sends.
+
+    Its output is complete, its exit code is the command's, no server outlives it, and the embedded
+    server's database (read after it stopped) holds the flow run's final state, every task run's,
+    and the last log lines, which Prefect sends from its queues only as the process exits.
+    """
+    import sqlite3
+
+    for name in ("schema.yaml", "release.yaml", "adult.parquet"):
+        shutil.copy(ADULT / name, tmp_path / name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(DPRELEASE_HOME=str(tmp_path / ".dprelease"), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "dprelease", "release", str(tmp_path / "release.yaml"), "--out",
+                             str(tmp_path / "out"), "--release-id", "quick-exit"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    servers: list[int] = []
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not servers and proc.poll() is None:
+            servers = [c for c in _children(proc.pid) if b"uvicorn" in Path(f"/proc/{c}/cmdline").read_bytes()]
+            time.sleep(0.1)
+        output, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output[-2000:]
+    assert "Release published in" in output and output.rstrip().endswith("internal report)")
+    assert servers and not any(_alive(s) for s in servers), "the embedded server outlived its command"
+    with sqlite3.connect(tmp_path / ".dprelease" / "prefect" / "prefect.db") as db:
+        (flow_state,) = db.execute("SELECT state_type FROM flow_run").fetchone()
+        task_states = {row[0] for row in db.execute("SELECT state_type FROM task_run")}
+        messages = [row[0] for row in db.execute("SELECT message FROM log")]
+    assert flow_state == "COMPLETED" and task_states == {"COMPLETED"}
+    assert "Finished in state Completed()" in messages
+    assert any(m.startswith("stage evaluate_utility finished") for m in messages)

@@ -279,6 +279,22 @@ def test_internal_page_small_multiples_and_escaping(zcdp_audit, utility):
     assert render_internal_html(audit_from_dict(audit), utility, copy.deepcopy(frequencies)) == page
 
 
+def test_small_multiples_drawn_two_at_a_time_are_the_images_drawn_one_by_one():
+    """``charts._charts`` (two threads, one style for all) gives exactly ``_chart``'s images, in order."""
+    from functools import partial
+
+    from dprelease.reports.charts import _chart, _charts, _draw_histogram
+
+    labels = [f"category {i}" for i in range(12)]
+    jobs = [(3.35, 2.3, partial(_draw_histogram, column=f"c{n}", labels=labels[: 3 + n],
+                                real=[1 / (3 + n)] * (3 + n), synthetic=[(i + 1) / sum(range(1, 4 + n))
+                                                                         for i in range(3 + n)], tvd=0.1 * n),
+             f"chart {n}", False) for n in range(6)]
+    together = _charts(jobs)
+    assert together == [_chart(w, h, draw, alt, constrained=c) for w, h, draw, alt, c in jobs]
+    assert len(set(together)) == len(jobs)  # six different images, each in its place
+
+
 def test_importing_the_module_does_not_import_matplotlib():
     code = "import sys, reports.html; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
