@@ -67,9 +67,14 @@ FOREST_MODEL = (
 )
 
 
-def _approx(rho: Fraction, delta: Fraction) -> EpsilonDelta:
-    """A zCDP amount as (epsilon, delta) by the CKS conversion, epsilon rounded up."""
-    return EpsilonDelta(Amount.of(approx_from_zcdp_cks(ZCDPBudget(rho), delta).epsilon), float(delta))
+def _approx(rho: Fraction, delta: Fraction, delta_spent: Fraction = Fraction(0)) -> EpsilonDelta:
+    """A zCDP amount as (epsilon, delta) by the CKS conversion, epsilon rounded up.
+
+    The conversion runs at delta less the delta (epsilon, delta) mechanisms spent (approximate zCDP,
+    ``docs/proofs/approximate_zcdp.md``, Lemma 4); the delta reported is the whole.
+    """
+    converted = approx_from_zcdp_cks(ZCDPBudget(rho), delta - delta_spent).epsilon
+    return EpsilonDelta(Amount.of(converted), float(delta))
 
 
 def budget_table(audit: Audit) -> list[dict[str, str | float | None]]:
@@ -145,6 +150,7 @@ def build_audit(
     zcdp = plan.definition == "zcdp"
     unit: Unit = "rho" if zcdp else "epsilon"
     spent = sum((c.loss for c in charges), Fraction(0))
+    delta_spent = sum((c.delta for c in charges), Fraction(0))
     by_stage: dict[str, Fraction] = {}
     for c in charges:
         by_stage[c.stage] = by_stage.get(c.stage, Fraction(0)) + c.loss
@@ -163,7 +169,8 @@ def build_audit(
                         booked=Amount.of(amount))
             for stage, amount in by_stage.items()
         ),
-        booked_as_epsilon_delta=_approx(spent, plan.delta) if zcdp else None,
+        booked_as_epsilon_delta=_approx(spent, plan.delta, delta_spent) if zcdp else None,
+        delta_spent=float(delta_spent) if delta_spent else None,
     )
     lifetime = Lifetime(
         unit=unit,
@@ -189,6 +196,7 @@ def build_audit(
             cells=m.cells,
             noise_std=m.std,
             ci95_halfwidth=m.ci95,
+            delta=float(m.delta) if m.delta else None,
         )
         for m in measurements
     )
@@ -309,6 +317,9 @@ def render_markdown(audit: Audit) -> str:
     ]
     if (conv := budget.booked_as_epsilon_delta) is not None:
         lines.append(f"Booked as (epsilon, delta): ({conv.epsilon.value:.6g}, {conv.delta:g}).")
+    if budget.delta_spent is not None:
+        lines.append(f"Of the declared delta, {budget.delta_spent:.3g} was spent by (epsilon, delta) mechanisms "
+                     "(booked as approximate zCDP); the conversion above uses the delta left.")
     lines += ["", f"| stage | allocated {unit} | booked {unit} |", "|---|---|---|"]
     for s in budget.stages:
         allocated = f"{s.allocated.value:.6g}" if s.allocated is not None else "-"
@@ -327,7 +338,8 @@ def render_markdown(audit: Audit) -> str:
         std = f"{m.noise_std:.4g}" if m.noise_std is not None else "-"
         ci = f"{m.ci95_halfwidth:.4g}" if m.ci95_halfwidth is not None else "-"
         lines.append(f"| {m.stage} | `{m.query}` | {m.mechanism} | {m.sensitivity} | "
-                     f"{m.scale:.6g} | {m.booked.amount.value:.6g} | {std} | {ci} |")
+                     f"{m.scale:.6g} | {m.booked.amount.value:.6g}"
+                     + (f" + delta {m.delta:.3g}" if m.delta is not None else "") + f" | {std} | {ci} |")
     bounds = audit.private_choices.discovered_bounds
     if bounds:
         lines += ["", "## Bounds discovered privately (sparse vector technique)", "",

@@ -92,6 +92,9 @@ class PlannedStatistics:
         upper: The public upper clipping bound, or None.
         by: The category column whose groups are summarised separately (parallel composition), or None.
         groups: The declared categories of ``by`` (rows with a null or undeclared value are in no group).
+        method: ``exponential``, ``ptr`` or ``smooth``: how the median (and quantiles) are released.
+        proposed_bound: PTR's proposed bound on the median's local sensitivity (value units), else None.
+        delta: The delta of a ``ptr`` or ``smooth`` median (booked beside its rho), else 0.
     """
 
     column: str
@@ -103,6 +106,9 @@ class PlannedStatistics:
     upper: float | None
     by: str | None = None
     groups: tuple[str, ...] = ()
+    method: str = "exponential"
+    proposed_bound: float | None = None
+    delta: Fraction = Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -319,7 +325,8 @@ def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]) -> tuple[Plan
         groups = spec.schema.column(request.by).categories if request.by else ()
         out.append(PlannedStatistics(request.column, ("count", *(s for s in request.statistics if s != "count")),
                                      request.quantiles, moments, quantiles, column.min if public else None,
-                                     column.max if public else None, request.by, groups))
+                                     column.max if public else None, request.by, groups, request.method,
+                                     request.proposed_bound, request.delta))
     return tuple(out)
 
 

@@ -64,7 +64,8 @@ def plan_budget(spec: ReleaseSpec, release_id: str, ledger_path: str, seed: int)
     """
     logger = get_run_logger()
     with Ledger.open(Path(ledger_path)) as ledger:
-        ledger.register(spec.dataset, spec.definition, spec.lifetime, spec.delta, spec.release_cap)
+        ledger.register(spec.dataset, spec.definition, spec.lifetime, spec.delta, spec.release_cap,
+                        epsilon=spec.lifetime_epsilon if spec.definition == "zcdp" else None)
         for reclaimed in ledger.reclaim_stale(spec.dataset):
             logger.warning("release %s of %s was left open by a process that is gone: closed as failed "
                            "(what it drew stays booked)", reclaimed, spec.dataset)
@@ -73,7 +74,8 @@ def plan_budget(spec: ReleaseSpec, release_id: str, ledger_path: str, seed: int)
             chosen = seed if spec.seed is None else spec.seed
             plan = plan_release(spec, release_id, chosen)
             current = ledger.status(spec.dataset)
-            before = ledger.reserve(spec.dataset, release_id, plan.total, _facts(spec, chosen, current))
+            before = ledger.reserve(spec.dataset, release_id, plan.total, _facts(spec, chosen, current),
+                                    delta=spec.mechanism_delta)
             logger.info(
                 "reserved %s for release %s of %s; lifetime %s, spent before %s",
                 describe(plan.total, spec.delta), release_id, spec.dataset,

@@ -3,7 +3,8 @@
 Each planned column is read alone from the table, clipped to its public bounds (declared in the schema,
 or found by the release's bounds stage: DP outputs, already booked) and measured by
 :mod:`dp.statistics`: count, sum and sum of squares with the additive mechanism, quantiles with the
-exponential mechanism, every draw through the one noisy-result path (booked in stage ``stats``,
+exponential mechanism (or the median by propose-test-release or smooth sensitivity, ``method:``), every draw
+through the one noisy-result path (booked in stage ``stats``,
 replayed on a re-run). What leaves the task is the DP estimates with their 95 % intervals, written to
 ``statistics/statistics.json`` in the staging folder (public, listed in the manifest).
 """
@@ -19,12 +20,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import get_run_logger
 
+from dprelease.dp.accounting.budget import ZCDPBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.groups import GroupedQuantile, group_codes, measure_group_quantiles
+from dprelease.dp.statistics.medians import measure_median
 from dprelease.dp.statistics.moments import Estimate, MomentsMechanism, measure_moments, measure_moments_by_group
 from dprelease.dp.statistics.quantiles import (
     NoisyQuantiles,
@@ -77,7 +80,14 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
         "bounds": {"lower": clip.lower, "upper": clip.upper, "source": clip.source},
         "estimates": [_estimate(e) for e in estimates],
     }
-    if planned.quantiles:
+    if planned.quantiles and planned.method != "exponential":
+        assert isinstance(planned.quantiles_budget, ZCDPBudget)  # the spec allows ptr and smooth under zCDP only
+        median = measure_median(values, grid, planned.method, planned.quantiles_budget, planned.delta, context,
+                                column=planned.column, proposed_bound=planned.proposed_bound)
+        records.extend(median.records)
+        out["quantiles"] = [{"level": 0.5, "value": median.value, "low95": median.low, "high95": median.high,
+                             "method": planned.method, "delta": float(planned.delta), "outcome": median.outcome}]
+    elif planned.quantiles:
         assert planned.quantiles_budget is not None  # the plan gives a share when quantiles are asked for
         mechanisms = quantile_mechanisms(grid, list(planned.quantiles), planned.quantiles_budget)
         released = measure_quantiles(values, mechanisms, context, column=planned.column)

@@ -119,3 +119,16 @@ def test_a_pure_ledger_is_refused_before_anything_is_booked(tmp_path):
         with pytest.raises(ParameterError, match=re.escape("is (epsilon, delta)-DP")):
             measure_smooth_median([1.0], mechanism, ReleaseContext(book, "r1", "pure", SeededNoise(0)), column="x")
         assert book.charges(release_id="r1") == []
+
+
+def test_a_refused_ptr_median_publishes_only_its_outcome(ledger):
+    from dprelease.dp.statistics.medians import measure_median
+    grid = Grid(ClipBounds(0, 100), half_steps=50)
+    unstable = np.r_[np.zeros(20), np.full(21, 100.0)]  # γ = 0: the test passes with probability <= δ
+    result = measure_median(unstable, grid, "ptr", ZCDPBudget(Fraction(1, 2)), Fraction(1, 10**6),
+                            ReleaseContext(ledger, "r1", "zcdp", SeededNoise(4)), column="x", proposed_bound=1.0)
+    assert (result.value, result.low, result.high, result.outcome) == (None, None, None, "refused")
+    assert [r.query for r in result.records] == ["ptr test(median x)"] and result.records[0].delta == Fraction(1, 10**6)
+    with pytest.raises(ParameterError, match="must be zCDP"):
+        measure_median(unstable, grid, "smooth", PureBudget(Fraction(1)), Fraction(1, 10**6),
+                       ReleaseContext(ledger, "r1", "zcdp", SeededNoise(4)), column="x")
