@@ -221,8 +221,6 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition) ->
         return ()
     if not isinstance(raw, list) or not raw:
         raise _fail(where, "must be a non-empty list of {column, statistics, quantiles}")
-    if schema.privacy_unit.id_column:
-        raise _fail(where, "is not available yet with privacy_unit.id_column (contribution bounding per statistic)")
     out: list[StatisticsRequest] = []
     for i, item in enumerate(raw):
         loc = f"{where}[{i}]"
@@ -263,6 +261,9 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition) ->
             levels.append(Fraction(1, 2))
         levels = sorted(set(levels))
         method, bound, delta = _method(loc, item, wanted, definition)
+        if method != "exponential" and schema.privacy_unit.id_column:
+            raise _fail(f"{loc}.method", f"{method} is not available with privacy_unit.id_column (its stability "
+                        "argument is for one row); use method exponential, which bounds each unit's rows")
         out.append(StatisticsRequest(column, tuple(dict.fromkeys(wanted)), tuple(levels), by, method, bound, delta))
     return tuple(out)
 

@@ -7,6 +7,7 @@ import shutil
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -115,3 +116,54 @@ def test_ptr_and_smooth_medians_are_published_booked_with_delta_and_replayed(pre
     with Ledger.open(ledger) as book:
         assert len(book.charges(release_id="m1")) == len(charges)
     assert (again / "statistics" / "statistics.json").read_bytes() == first
+
+
+def _households(tmp_path: Path, stats: list[dict[str, object]]) -> Path:
+    """People in households of 1..6 (a privacy unit of at most 2 rows), with ``stats``; the spec's path."""
+    import pyarrow as pa
+    import yaml
+
+    chooser = np.random.default_rng(5)  # test data, not a release
+    sizes = chooser.integers(1, 7, size=3000)
+    household = np.repeat(np.arange(len(sizes)), sizes)
+    rows = len(household)
+    table = pa.table({"household": pa.array(household, pa.int64()),
+                      "tenure": pa.array(chooser.choice(["own", "rent"], size=rows).tolist()),
+                      "age": pa.array(chooser.integers(18, 90, size=rows))})
+    folder = tmp_path / "hh"
+    folder.mkdir()
+    pq.write_table(table, folder / "people.parquet")
+    schema = {"table": "people", "privacy_unit": {"id_column": "household", "max_rows": 2}, "columns": {
+        "tenure": {"type": "category", "categories": ["own", "rent"]}, "age": {"type": "int", "min": 0, "max": 100}}}
+    (folder / "schema.yaml").write_text(yaml.safe_dump(schema, sort_keys=False))
+    spec = {"dataset": "households", "schema": "schema.yaml", "data": "people.parquet",
+            "budget": {"epsilon": 1, "delta": 1e-9}, "lifetime_budget": {"epsilon": 2, "delta": 1e-9},
+            "allocation": {"one_way": 0.5, "stats": 0.5}, "stats": stats}
+    (folder / "release.yaml").write_text(yaml.safe_dump(spec))
+    return folder / "release.yaml"
+
+
+def test_ptr_and_smooth_are_refused_with_a_privacy_unit_id_column(tmp_path):
+    stats = [{"column": "age", "statistics": ["median"], "method": "smooth", "delta": 1e-10}]
+    with pytest.raises(SchemaError, match=r"stats\[0\]\.method: smooth is not available with privacy_unit\.id_column"):
+        load_spec(_households(tmp_path, stats))
+
+
+@pytest.mark.e2e
+def test_statistics_bound_each_units_rows_and_scale_their_sensitivities(prefect_harness, tmp_path):
+    stats = [{"column": "age", "statistics": ["mean", "median"]},
+             {"column": "age", "statistics": ["mean", "median"], "by": "tenure"}]
+    spec = _households(tmp_path, stats)
+    target = Path(release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"),
+                          release_id="hh-s"))
+    audit = json.loads((target / "audit.json").read_text())
+    sensitivities = {m["query"]: m["sensitivity"] for m in audit["measurements"] if m["stage"] == "stats"}
+    assert sensitivities["count(age)"] == "L2=2" and sensitivities["count(age by tenure)"] == "L2=2"
+    assert sensitivities["sum(age)"] == "L2=2048"  # 2 rows × 1024 half-steps
+    assert sensitivities["quantile 1/2(age)"].startswith("score sensitivity=1 ")  # 2 × max(q, 1 − q)
+    assert "a unit in at most 2" in sensitivities["quantile 1/2(age by tenure)"]
+    published = json.loads((target / "statistics" / "statistics.json").read_text())
+    count = next(e for e in published["columns"][0]["estimates"] if e["statistic"] == "count")
+    kept = pq.read_table(spec.parent / "people.parquet", columns=["household"]).column("household").to_numpy()
+    sizes = np.bincount(kept)
+    assert abs(count["estimate"] - int(np.minimum(sizes, 2).sum())) < 200  # the bounded rows, noisily
