@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
+from dprelease.dp.accounting.approximate import effective_cap
 from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import MeasurementRecord
 from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
@@ -75,6 +76,14 @@ def _approx(rho: Fraction, delta: Fraction, delta_spent: Fraction = Fraction(0))
     """
     converted = approx_from_zcdp_cks(ZCDPBudget(rho), delta - delta_spent).epsilon
     return EpsilonDelta(Amount.of(converted), float(delta))
+
+
+def _usable_cap(before: LedgerStatus, delta_spent: Fraction) -> Fraction:
+    """The lifetime cap less what the delta spent so far takes from it (``docs/proofs/approximate_zcdp.md``)."""
+    used = before.delta_spent + delta_spent
+    if not used or before.epsilon is None:
+        return before.cap
+    return effective_cap(before.cap, before.epsilon, before.delta, used)
 
 
 def budget_table(audit: Audit) -> list[dict[str, str | float | None]]:
@@ -177,7 +186,7 @@ def build_audit(
         cap=Amount.of(before.cap),
         spent_before=Amount.of(before.spent),
         this_release=Amount.of(spent),
-        remaining_after=Amount.of(before.cap - after_spent),
+        remaining_after=Amount.of(_usable_cap(before, delta_spent) - after_spent),
         per_release_cap=Amount.of(before.release_cap) if before.release_cap is not None else None,
         renewal="none: a lifetime budget is never renewed",
         cap_as_epsilon_delta=_approx(before.cap, plan.delta) if zcdp else None,

@@ -42,6 +42,7 @@ def _facts(spec: ReleaseSpec, seed: int, before: LedgerStatus) -> dict[str, obje
         "data_sha256": data_fingerprint(spec.data),
         "spent_before": str(before.spent),
         "reserved_before": str(before.reserved),
+        **({"delta_spent_before": str(before.delta_spent)} if before.delta_spent else {}),
     }
 
 
@@ -103,7 +104,8 @@ def plan_budget(spec: ReleaseSpec, release_id: str, ledger_path: str, seed: int)
         now = ledger.status(spec.dataset)
     before = LedgerStatus(
         now.dataset, now.definition, now.cap, now.delta, Fraction(str(facts["spent_before"])),
-        Fraction(str(facts["reserved_before"])), now.release_cap,
+        Fraction(str(facts["reserved_before"])), now.release_cap, now.epsilon,
+        Fraction(str(facts.get("delta_spent_before", "0"))),
     )
     logger.info("resuming release %s of %s: sealed measurements are replayed, not redrawn",
                 release_id, spec.dataset)

@@ -106,6 +106,10 @@ def test_ptr_and_smooth_medians_are_published_booked_with_delta_and_replayed(pre
     assert status.delta_spent == Fraction(2, 10**10) and status.epsilon == 3
     assert audit["budget"]["delta_spent"] == pytest.approx(2e-10)
     assert audit["budget"]["booked_as_epsilon_delta"]["epsilon"]["value"] <= 1
+    with Ledger.open(ledger) as book:  # the lifetime left is the usable cap at the delta left, less what was spent
+        usable = book.status("us-cps-1994-adult").remaining
+    assert audit["lifetime"]["remaining_after"]["value"] == pytest.approx(float(usable))
+    assert usable < float(zcdp_from_approx_cks(3, Fraction(1, 10**9)).rho) - sum(float(c.loss) for c in charges)
     assert rows["smooth median(hours-per-week)"]["delta"] == pytest.approx(1e-10)
     assert "beta=" in rows["smooth median(hours-per-week)"]["sensitivity"]
     assert "delta 1e-10" in (target / "audit.md").read_text()
