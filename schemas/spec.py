@@ -74,6 +74,11 @@ def load_spec(path: Path | str) -> ReleaseSpec:
             raise _fail(f"{where}: stats", f"the deltas of ptr and smooth medians ({float(mechanism_delta):g} in all) "
                         f"must add up to less than budget.delta ({float(delta):g}); the rest converts rho")
         budget = release_budget(epsilon, delta, mechanism_delta)
+        if release_cap is not None:  # the cap is (epsilon_cap, delta): with delta spent, its rho shrinks too
+            cap_epsilon = to_fraction(doc["release_cap"]["epsilon"], "release_cap.epsilon")
+            if budget.amount > release_budget(cap_epsilon, delta, mechanism_delta).amount:
+                raise _fail(f"{where}: budget", "with the deltas of ptr and smooth medians taken out, must not "
+                            "exceed release_cap")
     if stats and allocation["stats"] <= 0:
         raise _fail(f"{where}: allocation.stats", "must be positive when stats are asked for")
     if not stats and allocation["stats"] > 0:

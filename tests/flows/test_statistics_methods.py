@@ -67,6 +67,9 @@ def test_the_release_budget_leaves_the_mechanisms_delta_out_of_the_conversion(tm
          r"stats\[0\]\.method: ptr is \(epsilon, delta\)-DP: it needs a budget with delta \(zCDP\)"),
         ([{"column": "age", "statistics": ["median"], "method": "smooth", "delta": 1e-10}], PURE,
          r"stats\[0\]\.method: smooth is \(epsilon, delta\)-DP"),
+        ([{"column": "age", "statistics": ["median"], "method": "smooth", "delta": 5e-10}],
+         {"release_cap": {"epsilon": 0.99, "delta": 1e-9}},
+         r"budget: with the deltas of ptr and smooth medians taken out, must not exceed release_cap"),
     ],
 )
 def test_a_bad_method_is_one_line_naming_the_key_and_the_rule(tmp_path, stats, changes, message):
