@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
+from dprelease.dp.accounting.approximate import effective_cap
 from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import MeasurementRecord
 from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
@@ -67,9 +68,22 @@ FOREST_MODEL = (
 )
 
 
-def _approx(rho: Fraction, delta: Fraction) -> EpsilonDelta:
-    """A zCDP amount as (epsilon, delta) by the CKS conversion, epsilon rounded up."""
-    return EpsilonDelta(Amount.of(approx_from_zcdp_cks(ZCDPBudget(rho), delta).epsilon), float(delta))
+def _approx(rho: Fraction, delta: Fraction, delta_spent: Fraction = Fraction(0)) -> EpsilonDelta:
+    """A zCDP amount as (epsilon, delta) by the CKS conversion, epsilon rounded up.
+
+    The conversion runs at delta less the delta (epsilon, delta) mechanisms spent (approximate zCDP,
+    ``docs/proofs/approximate_zcdp.md``, Lemma 4); the delta reported is the whole.
+    """
+    converted = approx_from_zcdp_cks(ZCDPBudget(rho), delta - delta_spent).epsilon
+    return EpsilonDelta(Amount.of(converted), float(delta))
+
+
+def _usable_cap(before: LedgerStatus, delta_spent: Fraction) -> Fraction:
+    """The lifetime cap less what the delta spent so far takes from it (``docs/proofs/approximate_zcdp.md``)."""
+    used = before.delta_spent + delta_spent
+    if not used or before.epsilon is None:
+        return before.cap
+    return effective_cap(before.cap, before.epsilon, before.delta, used)
 
 
 def budget_table(audit: Audit) -> list[dict[str, str | float | None]]:
@@ -145,6 +159,7 @@ def build_audit(
     zcdp = plan.definition == "zcdp"
     unit: Unit = "rho" if zcdp else "epsilon"
     spent = sum((c.loss for c in charges), Fraction(0))
+    delta_spent = sum((c.delta for c in charges), Fraction(0))
     by_stage: dict[str, Fraction] = {}
     for c in charges:
         by_stage[c.stage] = by_stage.get(c.stage, Fraction(0)) + c.loss
@@ -163,14 +178,15 @@ def build_audit(
                         booked=Amount.of(amount))
             for stage, amount in by_stage.items()
         ),
-        booked_as_epsilon_delta=_approx(spent, plan.delta) if zcdp else None,
+        booked_as_epsilon_delta=_approx(spent, plan.delta, delta_spent) if zcdp else None,
+        delta_spent=float(delta_spent) if delta_spent else None,
     )
     lifetime = Lifetime(
         unit=unit,
         cap=Amount.of(before.cap),
         spent_before=Amount.of(before.spent),
         this_release=Amount.of(spent),
-        remaining_after=Amount.of(before.cap - after_spent),
+        remaining_after=Amount.of(_usable_cap(before, delta_spent) - after_spent),
         per_release_cap=Amount.of(before.release_cap) if before.release_cap is not None else None,
         renewal="none: a lifetime budget is never renewed",
         cap_as_epsilon_delta=_approx(before.cap, plan.delta) if zcdp else None,
@@ -189,6 +205,7 @@ def build_audit(
             cells=m.cells,
             noise_std=m.std,
             ci95_halfwidth=m.ci95,
+            delta=float(m.delta) if m.delta else None,
         )
         for m in measurements
     )
@@ -309,6 +326,9 @@ def render_markdown(audit: Audit) -> str:
     ]
     if (conv := budget.booked_as_epsilon_delta) is not None:
         lines.append(f"Booked as (epsilon, delta): ({conv.epsilon.value:.6g}, {conv.delta:g}).")
+    if budget.delta_spent is not None:
+        lines.append(f"Of the declared delta, {budget.delta_spent:.3g} was spent by (epsilon, delta) mechanisms "
+                     "(booked as approximate zCDP); the conversion above uses the delta left.")
     lines += ["", f"| stage | allocated {unit} | booked {unit} |", "|---|---|---|"]
     for s in budget.stages:
         allocated = f"{s.allocated.value:.6g}" if s.allocated is not None else "-"
@@ -327,7 +347,8 @@ def render_markdown(audit: Audit) -> str:
         std = f"{m.noise_std:.4g}" if m.noise_std is not None else "-"
         ci = f"{m.ci95_halfwidth:.4g}" if m.ci95_halfwidth is not None else "-"
         lines.append(f"| {m.stage} | `{m.query}` | {m.mechanism} | {m.sensitivity} | "
-                     f"{m.scale:.6g} | {m.booked.amount.value:.6g} | {std} | {ci} |")
+                     f"{m.scale:.6g} | {m.booked.amount.value:.6g}"
+                     + (f" + delta {m.delta:.3g}" if m.delta is not None else "") + f" | {std} | {ci} |")
     bounds = audit.private_choices.discovered_bounds
     if bounds:
         lines += ["", "## Bounds discovered privately (sparse vector technique)", "",

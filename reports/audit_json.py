@@ -70,6 +70,8 @@ def audit_as_dict(audit: Audit) -> dict[str, Any]:
                          "booked": _amount(s.booked)} for s in b.stages]
     if b.booked_as_epsilon_delta is not None:
         budget["booked_as_epsilon_delta"] = _pair(b.booked_as_epsilon_delta)
+    if b.delta_spent is not None:
+        budget["delta_spent"] = b.delta_spent
     lifetime: dict[str, Any] = {
         "unit": life.unit, "cap": _amount(life.cap), "spent_before": _amount(life.spent_before),
         "this_release": _amount(life.this_release), "remaining_after": _amount(life.remaining_after),
@@ -129,7 +131,7 @@ def audit_as_dict(audit: Audit) -> dict[str, Any]:
             {"stage": m.stage, "query": m.query, "mechanism": m.mechanism, "sensitivity": m.sensitivity,
              "scale": m.scale, "scale_kind": m.scale_kind, "booked": _loss(m.booked),
              "native_loss": _loss(m.native_loss), "cells": m.cells, "noise_std": m.noise_std,
-             "ci95_halfwidth": m.ci95_halfwidth}
+             "ci95_halfwidth": m.ci95_halfwidth, **({"delta": m.delta} if m.delta is not None else {})}
             for m in audit.measurements
         ],
         "private_choices": private,
@@ -201,7 +203,8 @@ def audit_from_dict(data: object) -> Audit:
             share_note=b.optional("share_note", _Object.text), booked=b.amount("booked"),
             stages=tuple(StageBudget(stage=s.text("stage"), allocated=s.optional("allocated", _Object.amount),
                                      booked=s.amount("booked")) for s in b.items("stages")),
-            booked_as_epsilon_delta=b.optional("booked_as_epsilon_delta", _Object.pair)),
+            booked_as_epsilon_delta=b.optional("booked_as_epsilon_delta", _Object.pair),
+            delta_spent=b.optional("delta_spent", _Object.number)),
         lifetime=Lifetime(
             unit=life.unit("unit"), cap=life.amount("cap"), spent_before=life.amount("spent_before"),
             this_release=life.amount("this_release"), remaining_after=life.amount("remaining_after"),
@@ -212,7 +215,8 @@ def audit_from_dict(data: object) -> Audit:
                         sensitivity=m.text("sensitivity"), scale=m.number("scale"),
                         scale_kind=m.text("scale_kind"), booked=m.loss("booked"), native_loss=m.loss("native_loss"),
                         cells=m.integer("cells"), noise_std=m.optional("noise_std", _Object.number),
-                        ci95_halfwidth=m.optional("ci95_halfwidth", _Object.number))
+                        ci95_halfwidth=m.optional("ci95_halfwidth", _Object.number),
+                        delta=m.optional("delta", _Object.number))
             for m in top.items("measurements")),
         private_choices=PrivateChoices(
             discovered_bounds={

@@ -115,6 +115,9 @@ class Budget:
     """Each stage with a charge, in the order first charged."""
     booked_as_epsilon_delta: EpsilonDelta | None
     """Under zCDP, the booked amount as (epsilon, delta); None under pure DP."""
+    delta_spent: float | None = None
+    """The delta booked by (epsilon, delta) mechanisms (PTR, smooth sensitivity), part of the declared delta; the
+    conversion to (epsilon, delta) uses what is left of it (``docs/proofs/approximate_zcdp.md``). None: none."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,8 @@ class Measurement:
     """Standard deviation of the noise on each value, or None (SVT releases no values)."""
     ci95_halfwidth: float | None
     """Half-width of a 95 % interval of the noise, or None."""
+    delta: float | None = None
+    """The delta booked with the loss (an (epsilon, delta) mechanism), or None."""
 
 
 @dataclass(frozen=True)

@@ -209,6 +209,9 @@ def _stage_section(audit: Audit, colours: Mapping[str, str]) -> str:
     if (conv := budget.booked_as_epsilon_delta) is not None:
         parts.append(f'<p class="small">Booked {_esc(u)} as (ε, δ): ({_esc(_num(conv.epsilon.value, 6))}, '
                      f"{_sci_html(conv.delta)}). Hover an amount for its exact rational value.</p>")
+        if budget.delta_spent is not None:
+            parts.append(f'<p class="small">(ε, δ) mechanisms (PTR, smooth sensitivity) spent δ = '
+                         f"{_sci_html(budget.delta_spent)} of the declared δ; the conversion uses the δ left.</p>")
     else:
         parts.append('<p class="small">Hover an amount for its exact rational value.</p>')
     parts.append(_exact_details(audit))

@@ -203,12 +203,20 @@ class StatisticsRequest:
         quantiles: The quantile levels, in (0, 1), increasing (``median`` adds 1/2).
         by: A category column: the statistics of each of its declared categories (disjoint groups of
             rows: parallel composition, the same budget as one group), or None for the whole column.
+        method: How the median and quantiles are released: ``exponential`` (the exponential mechanism, every
+            level), ``ptr`` (propose-test-release, the median only) or ``smooth`` (smooth sensitivity, the median
+            only); the last two are (epsilon, delta)-DP.
+        proposed_bound: PTR's proposed bound on the median's local sensitivity (value units), else None.
+        delta: The delta of a ``ptr`` or ``smooth`` median, taken from the release's declared delta; else 0.
     """
 
     column: str
     statistics: tuple[str, ...]
     quantiles: tuple[Fraction, ...] = ()
     by: str | None = None
+    method: str = "exponential"
+    proposed_bound: float | None = None
+    delta: Fraction = Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -274,6 +282,11 @@ class ReleaseSpec:
     dask_address: str | None = None
     internal: Path | None = None
     stats: tuple[StatisticsRequest, ...] = ()
+
+    @property
+    def mechanism_delta(self) -> Fraction:
+        """The delta the release's (epsilon, delta) mechanisms spend (``docs/proofs/approximate_zcdp.md``)."""
+        return sum((request.delta for request in self.stats), Fraction(0))
 
 
 __all__ = [

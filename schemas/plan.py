@@ -92,6 +92,9 @@ class PlannedStatistics:
         upper: The public upper clipping bound, or None.
         by: The category column whose groups are summarised separately (parallel composition), or None.
         groups: The declared categories of ``by`` (rows with a null or undeclared value are in no group).
+        method: ``exponential``, ``ptr`` or ``smooth``: how the median (and quantiles) are released.
+        proposed_bound: PTR's proposed bound on the median's local sensitivity (value units), else None.
+        delta: The delta of a ``ptr`` or ``smooth`` median (booked beside its rho), else 0.
     """
 
     column: str
@@ -103,6 +106,9 @@ class PlannedStatistics:
     upper: float | None
     by: str | None = None
     groups: tuple[str, ...] = ()
+    method: str = "exponential"
+    proposed_bound: float | None = None
+    delta: Fraction = Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -307,7 +313,11 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
 
 
 def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]) -> tuple[PlannedStatistics, ...]:
-    """The ``stats`` stage split equally over its columns; a column's share halved between moments and quantiles."""
+    """The ``stats`` stage split equally over its columns; a column's share halved between moments and quantiles.
+
+    Per group, the quantiles' share is divided by min(c, G), the groups one privacy unit of c rows can touch
+    (:class:`dp.statistics.groups.GroupedQuantile` books that many times the per-group loss).
+    """
     if not spec.stats:
         return ()
     per_column = _share(stages["stats"], len(spec.stats))
@@ -317,9 +327,12 @@ def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]) -> tuple[Plan
         moments, quantiles = (_share(per_column, 2), _share(per_column, 2)) if request.quantiles else (per_column, None)
         public = column.has_public_bounds
         groups = spec.schema.column(request.by).categories if request.by else ()
+        if quantiles is not None and groups:  # a unit's rows move min(c, G) groups' quantiles (grouped_quantiles.md)
+            quantiles = _share(quantiles, min(spec.schema.privacy_unit.max_rows, len(groups)))
         out.append(PlannedStatistics(request.column, ("count", *(s for s in request.statistics if s != "count")),
                                      request.quantiles, moments, quantiles, column.min if public else None,
-                                     column.max if public else None, request.by, groups))
+                                     column.max if public else None, request.by, groups, request.method,
+                                     request.proposed_bound, request.delta))
     return tuple(out)
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from dprelease.dp.accounting.approximate import release_budget
 from dprelease.dp.accounting.budget import (
     Budget,
     Definition,
@@ -65,7 +67,18 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         raise _fail(f"{where}: allocation.hierarchy", "must be 0 or absent: the schema declares no hierarchy; drop "
                     f"the key or move its share to {_spent_on(doc)}")
 
-    stats = _stats(f"{where}: stats", doc.get("stats"), schema)
+    stats = _stats(f"{where}: stats", doc.get("stats"), schema, definition)
+    mechanism_delta = sum((request.delta for request in stats), Fraction(0))
+    if mechanism_delta:
+        if mechanism_delta >= delta:
+            raise _fail(f"{where}: stats", f"the deltas of ptr and smooth medians ({float(mechanism_delta):g} in all) "
+                        f"must add up to less than budget.delta ({float(delta):g}); the rest converts rho")
+        budget = release_budget(epsilon, delta, mechanism_delta)
+        if release_cap is not None:  # the cap is (epsilon_cap, delta): with delta spent, its rho shrinks too
+            cap_epsilon = to_fraction(doc["release_cap"]["epsilon"], "release_cap.epsilon")
+            if budget.amount > release_budget(cap_epsilon, delta, mechanism_delta).amount:
+                raise _fail(f"{where}: budget", "with the deltas of ptr and smooth medians taken out, must not "
+                            "exceed release_cap")
     if stats and allocation["stats"] <= 0:
         raise _fail(f"{where}: allocation.stats", "must be positive when stats are asked for")
     if not stats and allocation["stats"] > 0:
@@ -207,20 +220,19 @@ def _pairs(where: str, raw_pairs: Any, schema: TableSchema, allocation: dict[str
 
 
 
-def _stats(where: str, raw: Any, schema: TableSchema) -> tuple[StatisticsRequest, ...]:
+def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition) -> tuple[StatisticsRequest, ...]:
     """``stats:``: a list of ``{column, statistics: [...], quantiles: [...]}`` over measured numeric columns."""
     if raw is None:
         return ()
     if not isinstance(raw, list) or not raw:
         raise _fail(where, "must be a non-empty list of {column, statistics, quantiles}")
-    if schema.privacy_unit.id_column:
-        raise _fail(where, "is not available yet with privacy_unit.id_column (contribution bounding per statistic)")
     out: list[StatisticsRequest] = []
     for i, item in enumerate(raw):
         loc = f"{where}[{i}]"
         if not isinstance(item, dict):
             raise _fail(loc, "must be a mapping with column and statistics")
-        _keys(loc, item, {"column", "statistics", "quantiles", "by"}, {"column", "statistics"})
+        _keys(loc, item, {"column", "statistics", "quantiles", "by", "method", "proposed_bound", "delta"},
+              {"column", "statistics"})
         column = item["column"]
         if not isinstance(column, str) or column not in schema.names:
             raise _fail(f"{loc}.column", f"({column!r}) is not a declared column")
@@ -253,8 +265,51 @@ def _stats(where: str, raw: Any, schema: TableSchema) -> tuple[StatisticsRequest
         if "median" in wanted:
             levels.append(Fraction(1, 2))
         levels = sorted(set(levels))
-        out.append(StatisticsRequest(column, tuple(dict.fromkeys(wanted)), tuple(levels), by))
+        method, bound, delta = _method(loc, item, wanted, definition)
+        if method != "exponential" and schema.privacy_unit.id_column:
+            raise _fail(f"{loc}.method", f"{method} is not available with privacy_unit.id_column (its stability "
+                        "argument is for one row); use method exponential, which bounds each unit's rows")
+        out.append(StatisticsRequest(column, tuple(dict.fromkeys(wanted)), tuple(levels), by, method, bound, delta))
     return tuple(out)
+
+
+METHODS = ("exponential", "ptr", "smooth")
+"""How a ``stats:`` entry's median and quantiles are released."""
+
+
+def _method(loc: str, item: dict[str, Any], wanted: list[str], definition: Definition
+            ) -> tuple[str, float | None, Fraction]:
+    """``method``, ``proposed_bound`` and ``delta`` of one ``stats:`` entry, checked against its statistics."""
+    method = item.get("method", "exponential")
+    if method not in METHODS:
+        raise _fail(f"{loc}.method", f"({method!r}) must be one of {', '.join(METHODS)}")
+    if "method" in item and not {"median", "quantiles"} & set(wanted):
+        raise _fail(f"{loc}.method", "applies to median and quantiles only; this entry asks for neither")
+    if method == "exponential":
+        for key in ("proposed_bound", "delta"):
+            if key in item:
+                raise _fail(f"{loc}.{key}", "is a setting of method ptr or smooth; drop it")
+        return method, None, Fraction(0)
+    if "median" not in wanted or "quantiles" in wanted:
+        raise _fail(f"{loc}.method", f"{method} releases the median only: list median and no quantiles "
+                    "(use method exponential for other levels)")
+    if item.get("by") is not None:
+        raise _fail(f"{loc}.method", f"{method} is not available per group (by:); use method exponential")
+    if definition != "zcdp":
+        raise _fail(f"{loc}.method", f"{method} is (epsilon, delta)-DP: it needs a budget with delta (zCDP), "
+                    "not pure epsilon")
+    raw_delta = item.get("delta")
+    if isinstance(raw_delta, bool) or not isinstance(raw_delta, int | float) or not 0 < raw_delta < 1:
+        raise _fail(f"{loc}.delta", f"must be given for method {method}: a number strictly between 0 and 1, taken "
+                    "from budget.delta")
+    bound = item.get("proposed_bound")
+    if method == "smooth" and bound is not None:
+        raise _fail(f"{loc}.proposed_bound", "is a setting of method ptr only; drop it")
+    if method == "ptr" and (isinstance(bound, bool) or not isinstance(bound, int | float) or not math.isfinite(bound)
+                            or bound <= 0):
+        raise _fail(f"{loc}.proposed_bound", "must be given for method ptr: a positive number (value units), the "
+                    "proposed bound on the median's local sensitivity")
+    return method, None if bound is None else float(bound), Fraction(repr(float(raw_delta)))
 
 
 _DASK_ADDRESS = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s/]+$")

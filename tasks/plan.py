@@ -42,6 +42,7 @@ def _facts(spec: ReleaseSpec, seed: int, before: LedgerStatus) -> dict[str, obje
         "data_sha256": data_fingerprint(spec.data),
         "spent_before": str(before.spent),
         "reserved_before": str(before.reserved),
+        **({"delta_spent_before": str(before.delta_spent)} if before.delta_spent else {}),
     }
 
 
@@ -64,7 +65,8 @@ def plan_budget(spec: ReleaseSpec, release_id: str, ledger_path: str, seed: int)
     """
     logger = get_run_logger()
     with Ledger.open(Path(ledger_path)) as ledger:
-        ledger.register(spec.dataset, spec.definition, spec.lifetime, spec.delta, spec.release_cap)
+        ledger.register(spec.dataset, spec.definition, spec.lifetime, spec.delta, spec.release_cap,
+                        epsilon=spec.lifetime_epsilon if spec.definition == "zcdp" else None)
         for reclaimed in ledger.reclaim_stale(spec.dataset):
             logger.warning("release %s of %s was left open by a process that is gone: closed as failed "
                            "(what it drew stays booked)", reclaimed, spec.dataset)
@@ -73,7 +75,8 @@ def plan_budget(spec: ReleaseSpec, release_id: str, ledger_path: str, seed: int)
             chosen = seed if spec.seed is None else spec.seed
             plan = plan_release(spec, release_id, chosen)
             current = ledger.status(spec.dataset)
-            before = ledger.reserve(spec.dataset, release_id, plan.total, _facts(spec, chosen, current))
+            before = ledger.reserve(spec.dataset, release_id, plan.total, _facts(spec, chosen, current),
+                                    delta=spec.mechanism_delta)
             logger.info(
                 "reserved %s for release %s of %s; lifetime %s, spent before %s",
                 describe(plan.total, spec.delta), release_id, spec.dataset,
@@ -101,7 +104,8 @@ def plan_budget(spec: ReleaseSpec, release_id: str, ledger_path: str, seed: int)
         now = ledger.status(spec.dataset)
     before = LedgerStatus(
         now.dataset, now.definition, now.cap, now.delta, Fraction(str(facts["spent_before"])),
-        Fraction(str(facts["reserved_before"])), now.release_cap,
+        Fraction(str(facts["reserved_before"])), now.release_cap, now.epsilon,
+        Fraction(str(facts.get("delta_spent_before", "0"))),
     )
     logger.info("resuming release %s of %s: sealed measurements are replayed, not redrawn",
                 release_id, spec.dataset)

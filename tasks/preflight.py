@@ -150,7 +150,11 @@ def check_budget(spec: ReleaseSpec, ledger_path: Path, release_id: str | None) -
             status = ledger.status(spec.dataset)
         except LedgerError:
             return  # a dataset's first release: registered at reservation
-    limits = [("one release may take at most", status.release_cap), ("the lifetime budget has left", status.remaining)]
+    # With delta spent by ptr/smooth medians the usable cap shrinks (unless the ledger has yet to learn the declared
+    # epsilon, which the reservation registers and re-checks).
+    delta = spec.mechanism_delta if status.epsilon is not None else Fraction(0)
+    limits = [("one release may take at most", status.release_cap),
+              ("the lifetime budget has left", status.remaining_with(delta))]
     for rule, limit in limits:
         if limit is not None and requested > limit:
             raise BudgetExceededError(

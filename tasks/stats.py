@@ -3,7 +3,8 @@
 Each planned column is read alone from the table, clipped to its public bounds (declared in the schema,
 or found by the release's bounds stage: DP outputs, already booked) and measured by
 :mod:`dp.statistics`: count, sum and sum of squares with the additive mechanism, quantiles with the
-exponential mechanism, every draw through the one noisy-result path (booked in stage ``stats``,
+exponential mechanism (or the median by propose-test-release or smooth sensitivity, ``method:``), every draw
+through the one noisy-result path (booked in stage ``stats``,
 replayed on a re-run). What leaves the task is the DP estimates with their 95 % intervals, written to
 ``statistics/statistics.json`` in the staging folder (public, listed in the manifest).
 """
@@ -19,12 +20,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import get_run_logger
 
+from dprelease.dp.accounting.budget import ZCDPBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds
+from dprelease.dp.measurement.contributions import bound_contributions
 from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.groups import GroupedQuantile, group_codes, measure_group_quantiles
+from dprelease.dp.statistics.medians import measure_median
 from dprelease.dp.statistics.moments import Estimate, MomentsMechanism, measure_moments, measure_moments_by_group
 from dprelease.dp.statistics.quantiles import (
     NoisyQuantiles,
@@ -59,12 +63,13 @@ def _clip_bounds(planned: PlannedStatistics, bounds: list[DiscoveredBounds]) -> 
 
 
 def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], clip: ClipBounds,
-                context: ReleaseContext, seed: int, records: list[MeasurementRecord]) -> dict[str, object]:
+                context: ReleaseContext, seed: int, records: list[MeasurementRecord],
+                contributions: int) -> dict[str, object]:
     grid = Grid(clip)
     wanted = set(planned.statistics)
     weights = {"count": 1, "sum": 1 if wanted & {"sum", "mean", "variance", "std"} else 0,
                "sum_of_squares": 1 if wanted & {"variance", "std"} else 0}
-    moments = measure_moments(values, MomentsMechanism(grid, planned.moments_budget, weights), context,
+    moments = measure_moments(values, MomentsMechanism(grid, planned.moments_budget, weights, contributions), context,
                               column=planned.column, seed=seed)
     records.extend(moments.records)
     count = moments.count()
@@ -77,9 +82,17 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
         "bounds": {"lower": clip.lower, "upper": clip.upper, "source": clip.source},
         "estimates": [_estimate(e) for e in estimates],
     }
-    if planned.quantiles:
+    if planned.quantiles and planned.method != "exponential":
+        assert isinstance(planned.quantiles_budget, ZCDPBudget)  # the spec allows ptr and smooth under zCDP only
+        median = measure_median(values, grid, planned.method, planned.quantiles_budget, planned.delta, context,
+                                column=planned.column, proposed_bound=planned.proposed_bound)
+        records.extend(median.records)
+        out["quantiles"] = [{"level": 0.5, "value": median.value, "low95": median.low, "high95": median.high,
+                             "method": planned.method, "delta": float(planned.delta), "outcome": median.outcome}]
+    elif planned.quantiles:
         assert planned.quantiles_budget is not None  # the plan gives a share when quantiles are asked for
-        mechanisms = quantile_mechanisms(grid, list(planned.quantiles), planned.quantiles_budget)
+        mechanisms = quantile_mechanisms(grid, list(planned.quantiles), planned.quantiles_budget,
+                                         contributions=contributions)
         released = measure_quantiles(values, mechanisms, context, column=planned.column)
         records.extend(released.records)
         intervals = quantile_intervals(released, max(1.0, count.estimate))
@@ -91,7 +104,7 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
 
 def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], by: pa.ChunkedArray,
                clip: ClipBounds, context: ReleaseContext, seed: int,
-               records: list[MeasurementRecord]) -> dict[str, object]:
+               records: list[MeasurementRecord], contributions: int) -> dict[str, object]:
     """The statistics of each group of ``planned.by`` (parallel composition: one charge per query)."""
     grid = Grid(clip)
     wanted = set(planned.statistics)
@@ -100,14 +113,15 @@ def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.f
     assert planned.by is not None
     index = pc.index_in(pc.cast(by, pa.string()), value_set=pa.array(planned.groups, type=pa.string()))
     groups = np.asarray(index.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    moments = measure_moments_by_group(values, groups, planned.groups, MomentsMechanism(grid, planned.moments_budget,
-                                       weights), context, column=planned.column, by=planned.by, seed=seed)
+    moments = measure_moments_by_group(values, groups, planned.groups, MomentsMechanism(
+        grid, planned.moments_budget, weights, contributions), context, column=planned.column, by=planned.by, seed=seed)
     records.extend(moments[0].records if moments else ())
     released: list[list[float]] = [[] for _ in planned.groups]
     quantile_mechs: tuple[QuantileMechanism, ...] = ()
     if planned.quantiles:
         assert planned.quantiles_budget is not None  # the plan gives a share when quantiles are asked for
-        quantile_mechs = quantile_mechanisms(grid, list(planned.quantiles), planned.quantiles_budget)
+        quantile_mechs = quantile_mechanisms(grid, list(planned.quantiles), planned.quantiles_budget,
+                                             contributions=contributions)
         codes = group_codes(values, groups, len(planned.groups), grid)
         for mechanism in quantile_mechs:
             drawn, record = measure_group_quantiles(
@@ -143,8 +157,15 @@ def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger
         The measurements' public records (for the audit), in the order drawn.
     """
     spec = plan.spec
-    columns = list(dict.fromkeys([*(p.column for p in plan.statistics), *(p.by for p in plan.statistics if p.by)]))
+    unit = spec.schema.privacy_unit
+    columns = list(dict.fromkeys([*(p.column for p in plan.statistics), *(p.by for p in plan.statistics if p.by),
+                                  *((unit.id_column,) if unit.id_column else ())]))
     table = read_table(spec.data, columns)
+    contributions = 1
+    if unit.id_column:  # at most max_rows rows of each unit, chosen at random (secure source); sensitivities × k
+        bounded = bound_contributions(table.column(unit.id_column), unit.max_rows)
+        table = table.filter(pa.array(bounded.keep))
+        contributions = bounded.l1_sensitivity
     results = []
     records: list[MeasurementRecord] = []
     with Ledger.open(Path(ledger_path)) as ledger:
@@ -152,9 +173,10 @@ def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger
         for planned in plan.statistics:
             values, clip = _values(table.column(planned.column)), _clip_bounds(planned, bounds)
             if planned.by is not None:
-                results.append(_by_groups(planned, values, table.column(planned.by), clip, context, plan.seed, records))
+                results.append(_by_groups(planned, values, table.column(planned.by), clip, context, plan.seed, records,
+                                          contributions))
             else:
-                results.append(_one_column(planned, values, clip, context, plan.seed, records))
+                results.append(_one_column(planned, values, clip, context, plan.seed, records, contributions))
     del table
     target = Path(staging) / STATISTICS_FILE
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from dprelease.dp.accounting.budget import Budget, Definition, PureBudget, ZCDPBudget, zcdp_from_pure
@@ -39,6 +40,8 @@ class MeasurementRecord:
         std: Standard deviation of the noise on each value, or None (SVT releases no values).
         ci95: Half-width of a 95 % interval of the noise on each value, or None.
         cells: Number of noisy values drawn (queries examined at most, for SVT).
+        delta: The delta booked with the loss (an (epsilon, delta) mechanism under zCDP, as approximate zCDP:
+            ``docs/proofs/approximate_zcdp.md``), 0 for every pure or zCDP mechanism.
     """
 
     stage: str
@@ -51,6 +54,7 @@ class MeasurementRecord:
     std: float | None
     ci95: float | None
     cells: int
+    delta: Fraction = Fraction(0)
 
 
 @runtime_checkable
@@ -138,15 +142,23 @@ class ReleaseContext:
     noise: NoiseSource
 
 
-def charge(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query: str, cells: int) -> MeasurementRecord:
+def charge(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query: str, cells: int,
+           delta: Fraction = Fraction(0)) -> MeasurementRecord:
     """Book a mechanism's actual privacy loss in the ledger; call it before drawing any noise.
+
+    ``delta`` is the delta of an (epsilon, delta) mechanism, booked beside its rho (zCDP ledgers only).
 
     Returns:
         The measurement's public provenance.
+
+    Raises:
+        LedgerError: If delta is booked on a pure-DP ledger (nothing is booked).
     """
     scale = mechanism.scale()
     if not (math.isfinite(scale) and scale > 0):  # a zero scale would release exact values
         raise InternalError(f"{mechanism.name}: the noise scale must be positive and finite; nothing was booked")
+    if delta and context.definition != "zcdp":
+        raise LedgerError(f"{mechanism.name} is (epsilon, delta)-DP: only a zCDP ledger books its delta")
     native = mechanism.privacy_loss()
     loss = ledger_loss(native, context.definition, mechanism.zcdp_loss())
     context.ledger.charge(
@@ -158,6 +170,7 @@ def charge(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query:
         scale=repr(scale),
         loss=loss,
         native_loss=native,
+        delta=delta,
     )
     ci95 = mechanism.ci95_halfwidth()
     return MeasurementRecord(
@@ -171,6 +184,7 @@ def charge(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query:
         std=mechanism.noise_sd(),
         ci95=float(ci95) if ci95 is not None else None,
         cells=cells,
+        delta=delta,
     )
 
 
@@ -183,6 +197,7 @@ def measurement_to_json(record: MeasurementRecord) -> dict[str, object]:
         "stage": record.stage, "query": record.query, "mechanism": record.mechanism,
         "sensitivity": record.sensitivity, "scale": record.scale, "loss": budget(record.loss),
         "native_loss": budget(record.native_loss), "std": record.std, "ci95": record.ci95, "cells": record.cells,
+        **({"delta": _text(record.delta)} if record.delta else {}),
     }
 
 
@@ -195,10 +210,12 @@ def measurement_from_json(data: Mapping[str, Any]) -> MeasurementRecord:
         stage=data["stage"], query=data["query"], mechanism=data["mechanism"], sensitivity=data["sensitivity"],
         scale=float(data["scale"]), loss=budget(data["loss"]), native_loss=budget(data["native_loss"]),
         std=data["std"], ci95=data["ci95"], cells=int(data["cells"]),
+        delta=_fraction(data["delta"]) if "delta" in data else Fraction(0),
     )
 
 
-def replay(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query: str) -> dict[str, Any] | None:
+def replay(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query: str,
+           delta: Fraction = Fraction(0)) -> dict[str, Any] | None:
     """The sealed result of this release's measurement ``stage/query``, or None if not yet drawn.
 
     Raises:
@@ -210,8 +227,8 @@ def replay(mechanism: Chargeable, context: ReleaseContext, *, stage: str, query:
         return None
     data: dict[str, Any] = json.loads(payload)
     record = measurement_from_json(data["measurement"])
-    if (record.mechanism, record.scale, record.native_loss) != (
-        mechanism.name, mechanism.scale(), mechanism.privacy_loss()
+    if (record.mechanism, record.scale, record.native_loss, record.delta) != (
+        mechanism.name, mechanism.scale(), mechanism.privacy_loss(), delta
     ):
         raise LedgerError(
             f"release {context.release_id!r}: sealed measurement {stage}/{query} was made with other parameters; "
@@ -241,6 +258,7 @@ def noisy_result(
     sealed_as: str,
     encode: Callable[[T], Any] = lambda result: result,
     decode: Callable[[Any], T] = lambda payload: payload,
+    delta: Fraction = Fraction(0),
 ) -> tuple[T, MeasurementRecord]:
     """The one path of every noisy result: replay it, or charge the ledger, draw, and seal.
 
@@ -261,14 +279,15 @@ def noisy_result(
         sealed_as: The payload key of the result (``values``, ``index``, ``indices``).
         encode: The result's JSON form.
         decode: The inverse of ``encode``.
+        delta: The delta of an (epsilon, delta) mechanism, booked with its loss (zCDP ledgers only).
 
     Returns:
         The result and the measurement's public record.
     """
-    sealed = replay(mechanism, context, stage=stage, query=query)
+    sealed = replay(mechanism, context, stage=stage, query=query, delta=delta)
     if sealed is not None:
         return decode(sealed[sealed_as]), sealed["measurement"]
-    record = charge(mechanism, context, stage=stage, query=query, cells=cells)
+    record = charge(mechanism, context, stage=stage, query=query, cells=cells, delta=delta)
     result = draw(context.noise)
     fault_point("charge_before_seal")
     seal(context, record, {sealed_as: encode(result)})

@@ -31,23 +31,25 @@ from fractions import Fraction
 from pathlib import Path
 
 from dprelease.dp.accounting.budget import Budget, Definition, PureBudget, ZCDPBudget, describe
+from dprelease.dp.accounting.conversions import zcdp_from_approx_cks
+from dprelease.dp.accounting.ledger_head import HeadMixin
 from dprelease.dp.accounting.ledger_rows import (
     _GENESIS,
     _SCHEMA,
     Charge,
-    LedgerHead,
     LedgerStatus,
     _chain_hash,
     _check_unit,
     _fraction,
     _text,
-    head_path,
+    chain_content,
+    migrate,
 )
 from dprelease.dp.accounting.processes import _alive, _process_start
 from dprelease.dp.errors import BudgetExceededError, LedgerError
 
 
-class Ledger:
+class Ledger(HeadMixin):
     """A durable, tamper-evident privacy ledger on SQLite.
 
     Use :meth:`open` as a context manager. Every write runs in a ``BEGIN IMMEDIATE`` transaction,
@@ -69,57 +71,12 @@ class Ledger:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(_SCHEMA)
+            migrate(db)
             ledger = cls(db, file)
             ledger.check_head()
             yield ledger
         finally:
             db.close()
-
-    # -- the tamper-evident head ----------------------------------------------------------------
-
-    def head(self) -> LedgerHead:
-        """The ledger's head now: its number of charge rows and the last row's hash."""
-        count, last = self._db.execute(
-            "SELECT COUNT(*), (SELECT hash FROM charges ORDER BY seq DESC LIMIT 1) FROM charges").fetchone()
-        return LedgerHead(int(count), str(last or _GENESIS))
-
-    def _write_head(self, head: LedgerHead) -> None:
-        target = head_path(self.path)
-        temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(head.to_dict()) + "\n", encoding="utf-8")
-        os.replace(temporary, target)
-
-    def check_head(self) -> None:
-        """Verify the hash chain and that no row the head file records has gone; then move the head on.
-
-        The head (row count and last hash) is kept beside the database, outside its tables, and in every
-        published manifest: deleting trailing charge rows, which the chain alone cannot show, is detected.
-
-        Raises:
-            LedgerError: If the chain is broken or the table holds fewer rows than its head recorded.
-        """
-        self.verify()
-        now = self.head()
-        target = head_path(self.path)
-        if target.is_file():
-            try:
-                recorded = json.loads(target.read_text(encoding="utf-8"))
-                rows, last = int(recorded["rows"]), str(recorded["last_hash"])
-            except (ValueError, KeyError, TypeError) as err:
-                raise LedgerError(f"ledger {self.path}: its head file {target.name} is damaged "
-                                  f"({type(err).__name__})") from None
-            if rows > now.rows:
-                raise LedgerError(f"ledger {self.path}: {rows - now.rows} charge row(s) recorded by its head file "
-                                  "are missing (rows were deleted); refusing to use it")
-            at = self._db.execute("SELECT hash FROM charges ORDER BY seq LIMIT 1 OFFSET ?",
-                                  (rows - 1,)).fetchone() if rows else (_GENESIS,)
-            if at is None or str(at[0]) != last:
-                raise LedgerError(f"ledger {self.path}: charge row {rows} does not match its head file (tampered)")
-            if rows == now.rows:
-                return
-        elif now.rows == 0:
-            return
-        self._write_head(now)
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -135,7 +92,8 @@ class Ledger:
     # -- datasets -------------------------------------------------------------------------------
 
     def register(
-        self, dataset: str, definition: Definition, cap: Budget, delta: Fraction, release_cap: Budget | None = None
+        self, dataset: str, definition: Definition, cap: Budget, delta: Fraction, release_cap: Budget | None = None,
+        epsilon: Fraction | None = None,
     ) -> None:
         """Declare a dataset's lifetime budget; a no-op when it is already declared identically.
 
@@ -145,6 +103,8 @@ class Ledger:
             cap: The lifetime budget.
             delta: The delta used to report zCDP budgets (0 under pure DP).
             release_cap: The most a single release may reserve (None: only the lifetime cap).
+            epsilon: The declared lifetime epsilon under zCDP (kept so that delta spent by (epsilon, delta)
+                mechanisms can shrink the usable cap; filled in for a dataset registered without it).
 
         Raises:
             LedgerError: If the dataset exists with another definition, cap, per-release cap or
@@ -158,13 +118,17 @@ class Ledger:
         release_text = _text(release_cap.amount) if release_cap is not None else None
         with self._write() as db:
             row = db.execute(
-                "SELECT definition, cap, delta, release_cap FROM datasets WHERE dataset = ?", (dataset,)
+                "SELECT definition, cap, delta, release_cap, epsilon FROM datasets WHERE dataset = ?", (dataset,)
             ).fetchone()
+            epsilon_text = _text(epsilon) if epsilon is not None and definition == "zcdp" else None
+            if epsilon_text is not None and zcdp_from_approx_cks(epsilon, delta).rho != cap.amount:
+                raise LedgerError(f"dataset {dataset!r}: the lifetime cap is not the rho of the declared "
+                                  "(epsilon, delta); register the cap the spec derives")
             if row is None:
                 db.execute(
-                    "INSERT INTO datasets (dataset, definition, cap, release_cap, delta, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (dataset, definition, _text(cap.amount), release_text, _text(delta), time.time()),
+                    "INSERT INTO datasets (dataset, definition, cap, release_cap, delta, created_at, epsilon) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (dataset, definition, _text(cap.amount), release_text, _text(delta), time.time(), epsilon_text),
                 )
                 return
             if row[3] != release_text:
@@ -177,6 +141,11 @@ class Ledger:
                     f"the spec declares {definition} {float(cap.amount):.6g} (delta {float(delta):.3g}); "
                     "a lifetime budget cannot be changed, only spent"
                 )
+            if epsilon_text is not None and row[4] != epsilon_text:
+                if row[4] is not None:
+                    raise LedgerError(f"dataset {dataset!r}: the declared lifetime epsilon does not match the "
+                                      "ledger's; a lifetime budget cannot be changed, only spent")
+                db.execute("UPDATE datasets SET epsilon = ? WHERE dataset = ?", (epsilon_text, dataset))
 
     def status(self, dataset: str) -> LedgerStatus:
         """The dataset's cap, spent and reserved budget.
@@ -185,27 +154,32 @@ class Ledger:
             LedgerError: If the dataset is not registered.
         """
         row = self._db.execute(
-            "SELECT definition, cap, delta, release_cap FROM datasets WHERE dataset = ?", (dataset,)
+            "SELECT definition, cap, delta, release_cap, epsilon FROM datasets WHERE dataset = ?", (dataset,)
         ).fetchone()
         if row is None:
             raise LedgerError(f"dataset {dataset!r} is not in the ledger {self.path}")
+        delta_spent = sum((_fraction(r[0]) for r in self._db.execute(
+            "SELECT delta FROM charges WHERE dataset = ?", (dataset,))), Fraction(0))
         spent = sum(
             (_fraction(r[0]) for r in self._db.execute("SELECT loss FROM charges WHERE dataset = ?", (dataset,))),
             Fraction(0),
         )
-        reserved = Fraction(0)
-        for release_id, amount in self._db.execute(
-            "SELECT release_id, reserved FROM releases WHERE dataset = ? AND status = 'reserved'", (dataset,)
+        reserved = delta_reserved = Fraction(0)
+        for release_id, amount, amount_delta in self._db.execute(
+            "SELECT release_id, reserved, reserved_delta FROM releases WHERE dataset = ? AND status = 'reserved'",
+            (dataset,)
         ):
-            drawn = self._drawn(release_id)
-            reserved += max(Fraction(0), _fraction(amount) - drawn)
+            reserved += max(Fraction(0), _fraction(amount) - self._drawn(release_id))
+            delta_reserved += max(Fraction(0), _fraction(amount_delta) - self._drawn(release_id, "delta"))
         release_cap = _fraction(row[3]) if row[3] is not None else None
-        return LedgerStatus(dataset, row[0], _fraction(row[1]), _fraction(row[2]), spent, reserved, release_cap)
+        return LedgerStatus(dataset, row[0], _fraction(row[1]), _fraction(row[2]), spent, reserved, release_cap,
+                            _fraction(row[4]) if row[4] is not None else None, delta_spent, delta_reserved)
 
     # -- releases -------------------------------------------------------------------------------
 
     def reserve(
-        self, dataset: str, release_id: str, amount: Budget, plan: Mapping[str, object] | None = None
+        self, dataset: str, release_id: str, amount: Budget, plan: Mapping[str, object] | None = None,
+        delta: Fraction = Fraction(0),
     ) -> LedgerStatus:
         """Reserve a release's whole budget before any data is read.
 
@@ -215,6 +189,8 @@ class Ledger:
             amount: The release's whole budget.
             plan: Public facts to keep with the reservation (seed, input hashes, status before), so a
                 re-run of the same release id can replay it exactly.
+            delta: The delta the release's (epsilon, delta) mechanisms will spend (zCDP only); it shrinks the
+                dataset's usable cap (:func:`dp.accounting.approximate.effective_cap`).
 
         Returns:
             The dataset's status before the reservation (for the report's "spent before").
@@ -226,6 +202,9 @@ class Ledger:
         with self._write() as db:
             before = self.status(dataset)
             _check_unit(before.definition, amount, "release budget")
+            if delta and (before.definition != "zcdp" or delta < 0):
+                raise LedgerError(f"release {release_id!r}: only a zCDP dataset can book delta (a pure-DP ledger "
+                                  "books epsilon alone)")
             if db.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone():
                 raise LedgerError(
                     f"release {release_id!r} is already in the ledger; a release id is reserved once "
@@ -240,22 +219,23 @@ class Ledger:
                     requested=amount.amount,
                     unit=before.unit,
                 )
-            if amount.amount > before.remaining:
+            if amount.amount > before.remaining_with(delta):
                 raise BudgetExceededError(
                     f"dataset {dataset!r}: release {release_id!r} requests "
-                    f"{describe(amount, before.delta)} but only "
-                    f"{before.unit}={float(before.remaining):.6g} remains of the lifetime budget "
+                    f"{describe(amount, before.delta)}" + (f" and delta={float(delta):.3g}" if delta else "") +
+                    f" but only {before.unit}={float(before.remaining_with(delta)):.6g} remains of the lifetime budget "
                     f"{before.unit}={float(before.cap):.6g} (spent {float(before.spent):.6g}, "
                     f"reserved by open releases {float(before.reserved):.6g})",
                     dataset=dataset,
-                    remaining=before.remaining,
+                    remaining=before.remaining_with(delta),
                     requested=amount.amount,
                     unit=before.unit,
                 )
             db.execute(
-                "INSERT INTO releases (release_id, dataset, reserved, status, created_at, closed_at, plan) "
-                "VALUES (?, ?, ?, 'reserved', ?, NULL, ?)",
-                (release_id, dataset, _text(amount.amount), time.time(), json.dumps(dict(plan or {}), sort_keys=True)),
+                "INSERT INTO releases (release_id, dataset, reserved, status, created_at, closed_at, plan, "
+                "reserved_delta) VALUES (?, ?, ?, 'reserved', ?, NULL, ?, ?)",
+                (release_id, dataset, _text(amount.amount), time.time(), json.dumps(dict(plan or {}), sort_keys=True),
+                 _text(delta)),
             )
             self._take_lease(db, release_id)
             return before
@@ -285,24 +265,31 @@ class Ledger:
             dataset, reserved, status = self._release(release_id)
             sealed = {r[0] for r in db.execute("SELECT key FROM sealed WHERE release_id = ?", (release_id,))}
             counted = {r[0] for r in db.execute("SELECT seq FROM lost WHERE release_id = ?", (release_id,))}
-            lost = [(seq, _fraction(loss)) for seq, key, loss in db.execute(
-                "SELECT seq, stage || '/' || query, loss FROM charges WHERE release_id = ? ORDER BY seq",
+            lost = [(seq, _fraction(loss), _fraction(delta)) for seq, key, loss, delta in db.execute(
+                "SELECT seq, stage || '/' || query, loss, delta FROM charges WHERE release_id = ? ORDER BY seq",
                 (release_id,)) if key not in sealed and seq not in counted]
             # Keys charged more than once: only the latest charge of a key may still be sealed later.
-            lost_amount = sum((loss for _, loss in lost), Fraction(0))
+            lost_amount = sum((loss for _, loss, _ in lost), Fraction(0))
+            lost_delta = sum((delta for _, _, delta in lost), Fraction(0))
+            reserved_delta = _fraction(db.execute("SELECT reserved_delta FROM releases WHERE release_id = ?",
+                                                  (release_id,)).fetchone()[0])
             status_now = self.status(dataset)
             needed = lost_amount if status == "reserved" else reserved + lost_amount - self._drawn(release_id)
-            if needed > status_now.remaining:
+            needed_delta = lost_delta if status == "reserved" else (
+                reserved_delta + lost_delta - self._drawn(release_id, "delta"))
+            if needed > status_now.remaining_with(needed_delta):
                 raise BudgetExceededError(
                     f"dataset {dataset!r}: resuming release {release_id!r} needs {status_now.unit}="
                     f"{float(needed):.6g} more (undrawn part and draws lost in a crash) but only "
-                    f"{float(status_now.remaining):.6g} remains",
-                    dataset=dataset, remaining=status_now.remaining, requested=needed, unit=status_now.unit,
+                    f"{float(status_now.remaining_with(needed_delta)):.6g} remains",
+                    dataset=dataset, remaining=status_now.remaining_with(needed_delta), requested=needed,
+                    unit=status_now.unit,
                 )
-            for seq, _ in lost:
+            for seq, _, _ in lost:
                 db.execute("INSERT INTO lost VALUES (?, ?, ?)", (seq, release_id, time.time()))
-            db.execute("UPDATE releases SET status = 'reserved', closed_at = NULL, reserved = ? WHERE release_id = ?",
-                       (_text(reserved + lost_amount), release_id))
+            db.execute("UPDATE releases SET status = 'reserved', closed_at = NULL, reserved = ?, reserved_delta = ? "
+                       "WHERE release_id = ?", (_text(reserved + lost_amount), _text(reserved_delta + lost_delta),
+                                                release_id))
             self._take_lease(db, release_id)
             return lost_amount
 
@@ -381,14 +368,11 @@ class Ledger:
             raise LedgerError(f"release {release_id!r} has no reservation in the ledger")
         return row[0], _fraction(row[1]), row[2]
 
-    def _drawn(self, release_id: str) -> Fraction:
-        return sum(
-            (
-                _fraction(r[0])
-                for r in self._db.execute("SELECT loss FROM charges WHERE release_id = ?", (release_id,))
-            ),
-            Fraction(0),
-        )
+    def _drawn(self, release_id: str, column: str = "loss") -> Fraction:
+        """What a release's charges booked: rho/epsilon (``loss``) or ``delta``."""
+        sql = {"loss": "SELECT loss FROM charges WHERE release_id = ?",
+               "delta": "SELECT delta FROM charges WHERE release_id = ?"}[column]
+        return sum((_fraction(r[0]) for r in self._db.execute(sql, (release_id,))), Fraction(0))
 
     def charge(
         self,
@@ -401,13 +385,15 @@ class Ledger:
         scale: str,
         loss: Budget,
         native_loss: Budget | None = None,
+        delta: Fraction = Fraction(0),
     ) -> Charge:
         """Book a measurement's privacy loss against its release's reservation.
 
-        Call before the noise is drawn; once booked, a charge is never refunded.
+        Call before the noise is drawn; once booked, a charge is never refunded. ``delta`` is the delta of an
+        (epsilon, delta) mechanism (``loss`` then its rho as approximate zCDP, ``docs/proofs/approximate_zcdp.md``).
 
         Raises:
-            LedgerError: If the release is not open.
+            LedgerError: If the release is not open, or books delta it did not reserve.
             BudgetExceededError: If the charge would exceed the release's reservation.
         """
         if not isinstance(loss, PureBudget | ZCDPBudget):
@@ -419,6 +405,12 @@ class Ledger:
             definition = db.execute("SELECT definition FROM datasets WHERE dataset = ?", (dataset,)).fetchone()[0]
             _check_unit(definition, loss, f"charge for {stage}/{query}")
             drawn = self._drawn(release_id)
+            if delta:
+                reserved_delta = _fraction(db.execute("SELECT reserved_delta FROM releases WHERE release_id = ?",
+                                                      (release_id,)).fetchone()[0])
+                if delta < 0 or self._drawn(release_id, "delta") + delta > reserved_delta:
+                    raise LedgerError(f"release {release_id!r}: charge delta={float(delta):.3g} for {stage}/{query} "
+                                      "exceeds the delta the release reserved")
             if drawn + loss.amount > reserved:
                 unit = "epsilon" if definition == "pure" else "rho"
                 raise BudgetExceededError(
@@ -435,17 +427,18 @@ class Ledger:
             native = describe(native_loss if native_loss is not None else loss)
             content = [dataset, release_id, stage, query, mechanism, sensitivity, scale,
                        _text(loss.amount), native, repr(created)]
-            digest = _chain_hash(prev_hash, content)
+            digest = _chain_hash(prev_hash, chain_content(content, delta))
             cursor = db.execute(
                 "INSERT INTO charges (dataset, release_id, stage, query, mechanism, sensitivity, scale, "
-                "loss, native_loss, created_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*content[:9], created, prev_hash, digest),
+                "loss, native_loss, created_at, prev_hash, hash, delta) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*content[:9], created, prev_hash, digest, _text(delta)),
             )
             seq = cursor.lastrowid
             assert seq is not None
         self._write_head(self.head())
         return Charge(seq, dataset, release_id, stage, query, mechanism, sensitivity, scale,
-                      loss.amount, native, created)
+                      loss.amount, native, created, delta)
 
     def publish(self, release_id: str) -> None:
         """Close a release as published; its undrawn reservation returns to the dataset."""
@@ -473,7 +466,7 @@ class Ledger:
     def charges(self, *, dataset: str | None = None, release_id: str | None = None) -> list[Charge]:
         """Charges in booking order, filtered by dataset and/or release."""
         sql = ("SELECT seq, dataset, release_id, stage, query, mechanism, sensitivity, scale, loss, "
-               "native_loss, created_at FROM charges WHERE 1=1")
+               "native_loss, created_at, delta FROM charges WHERE 1=1")
         args: list[str] = []
         if dataset is not None:
             sql += " AND dataset = ?"
@@ -482,7 +475,8 @@ class Ledger:
             sql += " AND release_id = ?"
             args.append(release_id)
         rows = self._db.execute(sql + " ORDER BY seq", args).fetchall()
-        return [Charge(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _fraction(r[8]), r[9], r[10]) for r in rows]
+        return [Charge(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _fraction(r[8]), r[9], r[10], _fraction(r[11]))
+                for r in rows]
 
     def verify(self) -> None:
         """Check the hash chain of all charges.
@@ -493,9 +487,9 @@ class Ledger:
         prev_hash = _GENESIS
         for row in self._db.execute(
             "SELECT seq, dataset, release_id, stage, query, mechanism, sensitivity, scale, loss, native_loss, "
-            "created_at, prev_hash, hash FROM charges ORDER BY seq"
+            "created_at, prev_hash, hash, delta FROM charges ORDER BY seq"
         ):
-            content = [*row[1:10], repr(row[10])]
+            content = chain_content([*row[1:10], repr(row[10])], _fraction(row[13]))
             if row[11] != prev_hash or row[12] != _chain_hash(prev_hash, content):
                 raise LedgerError(f"ledger {self.path}: charge {row[0]} does not match the hash chain (tampered)")
             prev_hash = row[12]

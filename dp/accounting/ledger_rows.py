@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from dprelease.dp.accounting.approximate import effective_cap
 from dprelease.dp.accounting.budget import Budget, Definition, PureBudget, ZCDPBudget
 from dprelease.dp.errors import LedgerError
 
@@ -22,7 +24,8 @@ CREATE TABLE IF NOT EXISTS datasets (
     cap TEXT NOT NULL,
     release_cap TEXT,
     delta TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    epsilon TEXT
 );
 CREATE TABLE IF NOT EXISTS releases (
     release_id TEXT PRIMARY KEY,
@@ -31,7 +34,8 @@ CREATE TABLE IF NOT EXISTS releases (
     status TEXT NOT NULL CHECK (status IN ('reserved', 'published', 'failed')),
     created_at REAL NOT NULL,
     closed_at REAL,
-    plan TEXT NOT NULL DEFAULT '{}'
+    plan TEXT NOT NULL DEFAULT '{}',
+    reserved_delta TEXT NOT NULL DEFAULT '0/1'
 );
 CREATE TABLE IF NOT EXISTS sealed (
     release_id TEXT NOT NULL REFERENCES releases(release_id),
@@ -63,9 +67,31 @@ CREATE TABLE IF NOT EXISTS charges (
     native_loss TEXT NOT NULL,
     created_at REAL NOT NULL,
     prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL
+    hash TEXT NOT NULL,
+    delta TEXT NOT NULL DEFAULT '0/1'
 );
 """
+
+# Columns added after ledgers existed: (table, column, declaration). ``migrate`` adds them to an old file; rows
+# booked before have their defaults (no delta, epsilon unknown), which is what they were.
+_ADDED_COLUMNS = (
+    ("datasets", "epsilon", "TEXT"),
+    ("releases", "reserved_delta", "TEXT NOT NULL DEFAULT '0/1'"),
+    ("charges", "delta", "TEXT NOT NULL DEFAULT '0/1'"),
+)
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Add the columns of delta accounting to a ledger file made before them (idempotent)."""
+    for table, column, declaration in _ADDED_COLUMNS:
+        present = {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
+
+def chain_content(row: list[str], delta: Fraction) -> list[str]:
+    """A charge's hashed content: the delta is appended only when positive, so rows without one hash as before."""
+    return [*row, _text(delta)] if delta else row
 
 _GENESIS = "0" * 64
 
@@ -107,6 +133,9 @@ class LedgerStatus:
         spent: Sum of all charges ever drawn (published, failed or in progress).
         reserved: Budget reserved by open releases and not yet drawn.
         release_cap: The most one release may reserve, or None for no per-release cap.
+        epsilon: The declared lifetime epsilon (zCDP; None if unknown): needed once delta is spent.
+        delta_spent: Delta spent by (epsilon, delta) mechanisms (``docs/proofs/approximate_zcdp.md``).
+        delta_reserved: Delta reserved by open releases and not yet spent.
     """
 
     dataset: str
@@ -116,11 +145,19 @@ class LedgerStatus:
     spent: Fraction
     reserved: Fraction
     release_cap: Fraction | None = None
+    epsilon: Fraction | None = None
+    delta_spent: Fraction = Fraction(0)
+    delta_reserved: Fraction = Fraction(0)
 
     @property
     def remaining(self) -> Fraction:
-        """What a new reservation may still take."""
-        return self.cap - self.spent - self.reserved
+        """What a new reservation (taking no delta) may still take: the usable cap less spent and reserved."""
+        return self.remaining_with(Fraction(0))
+
+    def remaining_with(self, delta: Fraction) -> Fraction:
+        """What a new reservation that also takes ``delta`` may still take (the cap shrinks with delta used)."""
+        used = self.delta_spent + self.delta_reserved + delta
+        return effective_cap(self.cap, self.epsilon, self.delta, used) - self.spent - self.reserved
 
     @property
     def unit(self) -> str:
@@ -143,6 +180,7 @@ class Charge:
     loss: Fraction
     native_loss: str
     created_at: float
+    delta: Fraction = Fraction(0)
 
 
 def _chain_hash(prev_hash: str, content: list[str]) -> str:

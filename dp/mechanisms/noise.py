@@ -219,13 +219,15 @@ def additive_mechanism(budget: PureBudget | ZCDPBudget, sensitivity: int) -> Mec
 
 
 def measure(
-    mechanism: Mechanism, values: IntArray, context: ReleaseContext, *, stage: str, query: str
+    mechanism: Mechanism, values: IntArray, context: ReleaseContext, *, stage: str, query: str,
+    delta: Fraction = Fraction(0),
 ) -> tuple[IntArray, MeasurementRecord]:
     """Charge the ledger for ``mechanism``, draw its noise on ``values``, and seal the result.
 
     This is the only caller of a noise mechanism's ``sample`` (through
     :func:`dp.accounting.charges.noisy_result`). When this release already drew the measurement (a
-    re-run of the same release id), the sealed result is returned instead: no charge, no draw.
+    re-run of the same release id), the sealed result is returned instead: no charge, no draw. ``delta`` is
+    booked with the loss when the draw is one step of an (epsilon, delta) mechanism (PTR's test).
 
     Returns:
         The noisy values and the measurement's public provenance.
@@ -233,4 +235,4 @@ def measure(
     exact = np.asarray(values, dtype=np.int64)
     return noisy_result(mechanism, context, lambda noise: mechanism.sample(exact, noise), stage=stage, query=query,
                         cells=len(exact), sealed_as="values", encode=lambda noisy: noisy.tolist(),
-                        decode=lambda payload: np.asarray(payload, dtype=np.int64))
+                        decode=lambda payload: np.asarray(payload, dtype=np.int64), delta=delta)

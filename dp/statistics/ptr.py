@@ -19,10 +19,9 @@ data's own local sensitivity exceeds b (both: ``docs/proofs/ptr_threshold.md``).
    with probability about sqrt(δ/8), not δ (:func:`pass_probability_at_distance_zero`).
 3. **Release**: x_m + Z_r, Z_r discrete Laplace of scale b_codes/ε_r.
 
-Privacy: (ε_t + ε_r, δ)-DP under add/remove one row. The ledger books pure epsilon or rho and has
-no delta account, so :func:`run_ptr_median` accepts a pure-DP release only, books ε_t and ε_r and
-writes δ into the release step's mechanism name, where the audit shows it; a release flow must
-add δ to its declared (ε, δ) before it offers PTR.
+Privacy: (ε_t + ε_r, δ)-DP under add/remove one row. :func:`run_ptr_median` runs under zCDP only: the
+ledger books it as δ-approximately (ε_t²/2 + ε_r²/2)-zCDP, the δ beside the test's rho, counted against
+the dataset's δ (``docs/proofs/approximate_zcdp.md``); a pure-DP ledger has no δ to give.
 
 >>> ptr_threshold(Fraction(1), Fraction(1, 10**6)) > 13
 True
@@ -36,14 +35,15 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import ApproxBudget, PureBudget, ZCDPBudget, validate_delta
-from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, noisy_result
+from dprelease.dp.accounting.budget import ApproxBudget, PureBudget, validate_delta
+from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.noise import DiscreteLaplace, measure
 from dprelease.dp.mechanisms.random import IntArray, NoiseSource
@@ -78,8 +78,12 @@ def integer_threshold(scale: float, delta: Fraction) -> int:
     return t
 
 
-def stability_distance(codes: IntArray, grid: Grid, bound: int, cap: int) -> int:
-    """γ = min{k : A(k) > bound}, capped at ``cap`` (raw data: only ever released with noise)."""
+def spans(codes: IntArray, grid: Grid) -> Callable[[int], int]:
+    """The spans A(k) = max{x_{s+k+1} − x_s : m − k − 2 <= s <= m + 1} of the padded, sorted grid codes (raw data).
+
+    A(k) bounds the median's local sensitivity on every dataset within distance k, and A_{D'}(k) <= A_D(k + 1)
+    for neighbours (``docs/proofs/ptr_threshold.md``, Lemmas A and B); PTR and the smooth sensitivity use it.
+    """
     x = np.sort(np.asarray(codes, dtype=np.int64) + grid.half_steps)
     n, top = len(x), 2 * grid.half_steps
     m = (n + 1) // 2  # ceil(n / 2), 1-indexed
@@ -89,9 +93,18 @@ def stability_distance(codes: IntArray, grid: Grid, bound: int, cap: int) -> int
         inside = x[padded] if n else np.zeros(len(i), dtype=np.int64)
         return np.where(i < 1, 0, np.where(i > n, top, inside))
 
-    for k in range(cap):
+    def span(k: int) -> int:
         starts = np.arange(m - k - 2, m + 2, dtype=np.int64)
-        if int(np.max(value(starts + k + 1) - value(starts))) > bound:
+        return int(np.max(value(starts + k + 1) - value(starts)))
+
+    return span
+
+
+def stability_distance(codes: IntArray, grid: Grid, bound: int, cap: int) -> int:
+    """γ = min{k : A(k) > bound}, capped at ``cap`` (raw data: only ever released with noise)."""
+    span = spans(codes, grid)
+    for k in range(cap):
+        if span(k) > bound:
             return k
     return cap
 
@@ -190,62 +203,31 @@ class PTRResult:
     records: tuple[MeasurementRecord, ...]
 
 
-class _DeltaTagged:
-    """The release step as booked: the discrete Laplace, with δ in its name for the ledger and the audit."""
-
-    def __init__(self, inner: DiscreteLaplace, delta: Fraction) -> None:
-        self.inner = inner
-        self.name = f"PTR median release, discrete Laplace (with delta={float(delta):.3g})"
-
-    def privacy_loss(self) -> PureBudget:
-        """ε_r of the release step (its δ is in the name: the ledger has no delta account)."""
-        return self.inner.privacy_loss()
-
-    def zcdp_loss(self) -> ZCDPBudget | None:
-        """None: only pure ledgers accept PTR."""
-        return None
-
-    def scale(self) -> float:
-        """The release noise scale."""
-        return self.inner.scale()
-
-    def sensitivity_text(self) -> str:
-        """The proposed bound in grid steps."""
-        return self.inner.sensitivity_text() + " (proposed bound)"
-
-    def noise_sd(self) -> float:
-        """The release noise's standard deviation (grid steps)."""
-        return self.inner.std()
-
-    def ci95_halfwidth(self) -> int:
-        """The release noise's 95 % half-width (grid steps)."""
-        return self.inner.ci95_halfwidth()
-
-
 def run_ptr_median(
     values: npt.ArrayLike, mechanism: PTRMedian, context: ReleaseContext, *, column: str, stage: str = "stats"
 ) -> PTRResult:
     """Test, then release the median or refuse; both steps booked and sealed (a re-run replays them).
 
+    Booked under zCDP as approximate zCDP (``docs/proofs/approximate_zcdp.md``, Lemma 2): the test carries
+    ρ_t = ε_t²/2 and the δ, the release ρ_r = ε_r²/2. A refusal publishes only "refused" (the mechanism's
+    output ⊥); the noisy distance γ̂ stays sealed in the ledger.
+
     Raises:
-        ParameterError: If the ledger is not pure-DP (it cannot carry PTR's delta), before anything is booked.
+        ParameterError: If the ledger is pure-DP (it has no delta to spend), before anything is booked.
     """
-    if context.definition != "pure":
-        raise ParameterError("PTR is (epsilon, delta)-DP; the ledger books delta only under a pure-DP definition "
-                             "with the delta named in the release step")
+    if context.definition != "zcdp":
+        raise ParameterError("PTR is (epsilon, delta)-DP: it needs a zCDP budget with delta (the ledger books its "
+                             "delta as approximate zCDP); a pure-DP release cannot run it")
     codes = mechanism.grid.encode(values)
     gamma = stability_distance(codes, mechanism.grid, mechanism.bound_codes(), mechanism.cap())
     noisy, test_record = measure(mechanism.test_mechanism(), np.array([gamma], dtype=np.int64), context,
-                                 stage=stage, query=f"ptr test(median {column})")
+                                 stage=stage, query=f"ptr test(median {column})", delta=mechanism.delta)
     loss = mechanism.privacy_loss()
     if int(noisy[0]) <= mechanism.threshold():
         return PTRResult(None, None, loss, (test_record,))
-    release = _DeltaTagged(mechanism.release_mechanism(), mechanism.delta)
+    release = mechanism.release_mechanism()
     exact = np.array([median_code(codes, mechanism.grid)], dtype=np.int64)
-    released, record = noisy_result(
-        release, context, lambda noise: mechanism.release_mechanism().sample(exact, noise),
-        stage=stage, query=f"ptr release(median {column})", cells=1, sealed_as="values",
-        encode=lambda v: v.tolist(), decode=lambda payload: np.asarray(payload, dtype=np.int64))
+    released, record = measure(release, exact, context, stage=stage, query=f"ptr release(median {column})")
     grid = mechanism.grid
     value = float(np.clip(grid.decode(released - grid.half_steps)[0], grid.bounds.lower, grid.bounds.upper))
     halfwidth = float(release.ci95_halfwidth()) * grid.step

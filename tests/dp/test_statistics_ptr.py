@@ -12,8 +12,9 @@ import pytest
 
 from dprelease.dp.accounting.budget import ApproxBudget, PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.conversions import zcdp_from_approx_cks
 from dprelease.dp.accounting.ledger import Ledger
-from dprelease.dp.errors import ParameterError
+from dprelease.dp.errors import LedgerError, ParameterError
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.ptr import (
     PTRMedian,
@@ -122,8 +123,9 @@ def test_privacy_loss_and_bound_in_grid_steps():
 @pytest.fixture
 def ledger(tmp_path):
     with Ledger.open(tmp_path / "ledger.sqlite") as ledger:
-        ledger.register("pop", "pure", PureBudget(Fraction(100)), Fraction(0))
-        ledger.reserve("pop", "r1", PureBudget(Fraction(50)))
+        ledger.register("pop", "zcdp", zcdp_from_approx_cks(200, Fraction(1, 1000)), Fraction(1, 1000),
+                        epsilon=Fraction(200))
+        ledger.reserve("pop", "r1", ZCDPBudget(Fraction(50)), delta=Fraction(1, 10**5))
         yield ledger
 
 
@@ -131,29 +133,41 @@ def test_a_stable_median_is_released_booked_and_replayed(ledger):
     grid = Grid(ClipBounds(0, 100), half_steps=50)
     mechanism = PTRMedian(grid, 4.0, PureBudget(Fraction(1)), PureBudget(Fraction(1)), Fraction(1, 10**6))
     values = np.repeat(np.arange(0, 100, 2.0), 40)  # dense: the median is stable far beyond T
-    result = run_ptr_median(values, mechanism, ReleaseContext(ledger, "r1", "pure", SeededNoise(1)), column="age")
+    result = run_ptr_median(values, mechanism, ReleaseContext(ledger, "r1", "zcdp", SeededNoise(1)), column="age")
     assert result.value is not None and abs(result.value - 48.0) < 30 and result.halfwidth is not None
     charges = ledger.charges(release_id="r1")
     assert [c.query for c in charges] == ["ptr test(median age)", "ptr release(median age)"]
-    assert "delta=1e-06" in charges[1].mechanism
+    assert [c.delta for c in charges] == [Fraction(1, 10**6), 0] and charges[0].loss == Fraction(1, 2)
+    assert ledger.status("pop").delta_spent == Fraction(1, 10**6)
     spy = SpyNoise()
-    again = run_ptr_median(values, mechanism, ReleaseContext(ledger, "r1", "pure", spy), column="age")
+    again = run_ptr_median(values, mechanism, ReleaseContext(ledger, "r1", "zcdp", spy), column="age")
     assert spy.calls == [] and again.value == result.value and len(ledger.charges(release_id="r1")) == 2
 
 
 def test_an_unstable_median_is_refused_and_only_the_test_is_booked(ledger):
     mechanism = PTRMedian(GRID, 1.0, PureBudget(Fraction(1)), PureBudget(Fraction(1)), Fraction(1, 10**6))
     result = run_ptr_median(np.array([0.0, 0.0, 4.0, 4.0]), mechanism,
-                            ReleaseContext(ledger, "r1", "pure", SeededNoise(2)), column="x")
+                            ReleaseContext(ledger, "r1", "zcdp", SeededNoise(2)), column="x")
     assert result.value is None and [c.query for c in ledger.charges(release_id="r1")] == ["ptr test(median x)"]
 
 
-def test_a_zcdp_ledger_is_refused_before_anything_is_booked(tmp_path):
-    with Ledger.open(tmp_path / "z.sqlite") as ledger:
-        ledger.register("pop", "zcdp", ZCDPBudget(Fraction(1)), Fraction(1, 10**9))
-        ledger.reserve("pop", "r1", ZCDPBudget(Fraction(1)))
+def test_a_pure_ledger_is_refused_before_anything_is_booked(tmp_path):
+    with Ledger.open(tmp_path / "p.sqlite") as ledger:
+        ledger.register("pop", "pure", PureBudget(Fraction(100)), Fraction(0))
+        ledger.reserve("pop", "r1", PureBudget(Fraction(1)))
         mechanism = PTRMedian(GRID, 1.0, PureBudget(Fraction(1)), PureBudget(Fraction(1)), Fraction(1, 10**6))
         with pytest.raises(ParameterError, match="PTR is \\(epsilon, delta\\)-DP"):
+            run_ptr_median([1.0], mechanism, ReleaseContext(ledger, "r1", "pure", SeededNoise(0)), column="x")
+        assert ledger.charges(release_id="r1") == []
+
+
+def test_delta_the_release_did_not_reserve_is_refused_before_anything_is_booked(tmp_path):
+    with Ledger.open(tmp_path / "z.sqlite") as ledger:
+        ledger.register("pop", "zcdp", zcdp_from_approx_cks(200, Fraction(1, 1000)), Fraction(1, 1000),
+                        epsilon=Fraction(200))
+        ledger.reserve("pop", "r1", ZCDPBudget(Fraction(1)))
+        mechanism = PTRMedian(GRID, 1.0, PureBudget(Fraction(1)), PureBudget(Fraction(1)), Fraction(1, 10**6))
+        with pytest.raises(LedgerError, match="exceeds the delta the release reserved"):
             run_ptr_median([1.0], mechanism, ReleaseContext(ledger, "r1", "zcdp", SeededNoise(0)), column="x")
         assert ledger.charges(release_id="r1") == []
 

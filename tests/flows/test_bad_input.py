@@ -306,6 +306,35 @@ def test_flow_refuses_a_plan_over_the_cell_limit_before_reserving(prefect_harnes
     _assert_nothing_charged(tmp_path, "too-wide", reserved_then_failed=False)
 
 
+BAD_STATS: list[tuple[list[dict[str, Any]], dict[str, Any], str]] = [
+    ([{"column": "age", "statistics": ["quantiles"], "quantiles": [0.5, 1.0]}], {},
+     "stats[0].quantiles: (1.0) must be a number strictly between 0 and 1"),
+    ([{"column": "sex", "statistics": ["mean"]}], {}, "stats[0].column: ('sex') must be a measured numeric column"),
+    ([{"column": "age", "statistics": ["mean"], "by": "height"}], {},
+     "stats[0].by: ('height') must be a declared category column"),
+    ([{"column": "age", "statistics": ["mean"], "sample_and_aggregate": {"function": "slope"}}], {},
+     "sample_and_aggregate"),
+    ([{"column": "age", "statistics": ["median"], "method": "ptr", "proposed_bound": 1, "delta": 1e-10}],
+     {"budget": {"epsilon": 1}, "lifetime_budget": {"epsilon": 3}},
+     "stats[0].method: ptr is (epsilon, delta)-DP: it needs a budget with delta (zCDP), not pure epsilon"),
+    ([{"column": "age", "statistics": ["mean"], "method": "smooth", "delta": 1e-10}], {},
+     "stats[0].method: applies to median and quantiles only"),
+]
+
+
+@pytest.mark.e2e
+def test_flow_refuses_bad_statistics_before_reserving(prefect_harness, tmp_path, draws, opened):
+    allocation = {"bounds": 0.1, "one_way": 0.4, "two_way": 0.4, "stats": 0.1}
+    for i, (stats, changes, rule) in enumerate(BAD_STATS):
+        folder = tmp_path / f"case{i}"
+        spec = _example(folder / "example", _table(_columns(ROWS)), allocation=allocation, stats=stats, **changes)
+        with pytest.raises(SchemaError, match=re.escape(rule)) as refused:
+            _run(spec, folder, f"bad-stats-{i}")
+        assert "\n" not in str(refused.value)
+        assert opened == [] and draws == []
+        _assert_nothing_charged(folder, f"bad-stats-{i}", reserved_then_failed=False)
+
+
 @pytest.mark.e2e
 def test_release_over_the_remaining_budget_is_refused_not_scaled_down(prefect_harness, tmp_path, draws, opened):
     spec_path = _example(tmp_path / "example")  # no data file: any read would raise another error
