@@ -6,6 +6,9 @@ is a release.
 Run:  .venv/bin/python benchmarks/rappor_decoding.py [--runs 500] [--google-runs 500 500] [--n 1000000]
           [--workers 2] [--out benchmarks/results/rappor_decoding.json] [--table]
       .venv/bin/python benchmarks/rappor_decoding.py --table-only   (print the table of the saved results)
+The saved results: --runs 500 --google-runs 100 150 --split-runs 100, one collection per invocation
+(--collections current / proposed): Google's rule (2-10 s a run) was run on fewer runs than the 500 for
+want of time on a shared 2-core machine; its runs are the first ones, so the paired comparison is exact.
 
 Two collections at one-report ε ≈ 1, decoded on the same simulated reports by every rule:
   current:  k = 32, h = 2, m = 64, f = 1/2, p = 1/2, q = 3/4 (ε₁ 1.07, ε∞ 4.39; the example's until now and
