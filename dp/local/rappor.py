@@ -14,9 +14,10 @@ Server: per cohort and bit, the unbiased estimate of how many clients' Bloom fil
 t = (c − p* n_cohort) / (q* − p*), with exact variance (n_cohort p*(1 − p*) + N1 (q* − p*)(1 − p* − q*)) /
 (q* − p*)² for N1 filters setting it. With the candidate values' Bloom bits as a design matrix X, t ≈ X β
 (β: counts per candidate). Decoding: least squares on every candidate at once (unbiased, exact sandwich
-standard errors), a one-sided z-test per candidate and Holm's step-down correction over all candidates
-(family-wise error α); Lasso selection, on a split sample, only when the candidates are too many for the
-Bloom bits to identify. Every probability is a rational; draws are exact.
+standard errors), a one-sided z-test per candidate, and a correction over all candidates: Holm's step-down
+(family-wise error: P[any false detection] <= α) or Bonferroni (per-family error: E[false detections]
+<= α); Lasso selection, on a split sample, only when the candidates are too many for the Bloom bits to
+identify. Every probability is a rational; draws are exact.
 """
 
 from __future__ import annotations
@@ -254,6 +255,21 @@ def nonnegative_lasso(x: FloatArray, y: FloatArray, penalty: float, iterations: 
     return beta
 
 
+ERRORS = ("family-wise", "per-family")
+"""The error rates :func:`decode` can control: P[any false detection] (Holm) or E[false detections] (Bonferroni)."""
+
+
+def bonferroni(p_values: npt.ArrayLike, alpha: float) -> npt.NDArray[np.bool_]:
+    """Rejections with p < alpha/m: E[false rejections] = Σ over true nulls of P[p < alpha/m] <= alpha.
+
+    The per-family error rate (the expected number of false rejections) is bounded by linearity of
+    expectation alone, whatever the dependence between the p-values; it is at most alpha·m0/m when m0 of
+    the m hypotheses are true.
+    """
+    values = np.asarray(p_values, dtype=np.float64)
+    return np.asarray(values < alpha / max(values.size, 1), dtype=np.bool_)
+
+
 def holm(p_values: npt.ArrayLike, alpha: float) -> npt.NDArray[np.bool_]:
     """Holm's step-down test: rejections with family-wise error at most ``alpha`` (Bonferroni, but stepwise)."""
     values = np.asarray(p_values, dtype=np.float64)
@@ -295,27 +311,40 @@ def _identifiable(x: FloatArray) -> bool:
     return bool(np.linalg.eigvalsh(unit.T @ unit)[0] > 1e-8)
 
 
-def _least_squares(x: FloatArray, y: FloatArray, n_rows: FloatArray,
-                   params: RapporParams) -> tuple[FloatArray, FloatArray]:
+def _least_squares(x: FloatArray, y: FloatArray, n_rows: FloatArray, cohort_of_row: IntArray,
+                   shares: FloatArray, params: RapporParams) -> tuple[FloatArray, FloatArray]:
     """Counts and their standard errors from t ≈ X β on the given rows (X of full column rank).
 
     Weights 1/n_m are fixed before looking at the counts (the variance of a bit no one sets is proportional
-    to n_m), so β̂ = (XᵀWX)⁻¹XᵀW t is exactly unbiased; its covariance is the sandwich A Σ Aᵀ with
-    A = (XᵀWX)⁻¹XᵀW and Σ diagonal (clients and bits are independent), each entry the exact variance of
-    :func:`bit_count_variance` at the fitted number of filters setting the bit.
+    to n_m), so β̂ = (XᵀWX)⁻¹XᵀW t is exactly unbiased; its covariance is the sandwich A (Σ + Γ) Aᵀ with
+    A = (XᵀWX)⁻¹XᵀW. Σ is diagonal (clients and bits are independent), each entry the exact variance of
+    :func:`bit_count_variance` at the fitted number of filters setting the bit. Γ is the cohort draw: the
+    β_j holders of candidate j fall into cohorts at random, N_j,c of them in cohort c where X assumes
+    β_j · share_c, so Cov(N_j,·) = β_j (diag(share) − share shareᵀ) (multinomial; given the cohorts' sizes
+    the law is hypergeometric, with slightly less variance) reaches every bit j sets, at β_j = max(β̂_j, 0).
     """
     w = 1.0 / n_rows
     gram = (x * w[:, None]).T @ x
     a = np.linalg.solve(gram, (x * w[:, None]).T)
     beta = a @ y
     sigma = bit_count_variance(x @ beta, n_rows, params)
-    se = np.sqrt(np.einsum("jr,r,jr->j", a, sigma, a))
+    cov = (a * sigma) @ a.T
+    cohorts, position = np.unique(cohort_of_row, return_inverse=True)
+    share = shares[cohorts]
+    for j in np.nonzero(beta > 0)[0]:
+        rows = np.nonzero(x[:, j] > 0)[0]
+        g = np.zeros((cohorts.size, a.shape[0]))
+        np.add.at(g, position[rows], a[:, rows].T)  # (A X̃_j)ᵀ: row c sums A's columns at j's bits in cohort c
+        g = g.T
+        gs = g @ share
+        cov += beta[j] * ((g * share) @ g.T - np.outer(gs, gs))
+    se = np.sqrt(np.diag(cov))
     return np.asarray(beta, dtype=np.float64), np.asarray(se, dtype=np.float64)
 
 
 def decode(counts: npt.ArrayLike, per_cohort: npt.ArrayLike, candidates: Sequence[str], params: RapporParams,
-           *, alpha: float = 0.05) -> Decoded:
-    """Decode per-cohort bit counts against ``candidates``: least squares, one-sided tests, Holm's correction.
+           *, alpha: float = 0.05, error: str = "family-wise") -> Decoded:
+    """Decode per-cohort bit counts against ``candidates``: least squares, one-sided tests, a correction.
 
     Every (cohort, bit) with reports gives t = (c − p* n_m)/(q* − p*), unbiased for the number of Bloom
     filters there that set the bit; t ≈ X β with β the candidates' counts (:func:`design_matrix`).
@@ -323,26 +352,39 @@ def decode(counts: npt.ArrayLike, per_cohort: npt.ArrayLike, candidates: Sequenc
     All candidates (X of full column rank and at most 80 % as many candidates as rows, Google's
     threshold): β is fitted by least squares on all candidates at once, unbiased for every candidate as
     long as every value people hold is a candidate, with the exact sandwich standard error. Each candidate
-    gets the one-sided z-test of β_j = 0 against β_j > 0 and Holm's correction runs over all candidates:
-    the family-wise error (any candidate no one holds detected) is at most ``alpha``. No Lasso: selecting
-    candidates and then testing them on the same counts makes the test anti-conservative, and leaving a
-    held value out of the fit moves its counts onto the candidates sharing its bits.
+    gets the one-sided z-test of β_j = 0 against β_j > 0, and the correction runs over all candidates:
+    ``error="family-wise"`` (Holm): P[any candidate no one holds is detected] <= ``alpha``;
+    ``error="per-family"`` (Bonferroni, p < alpha / candidates): E[number of candidates no one holds that
+    are detected] <= ``alpha`` (alpha times the share of candidates no one holds, in fact). No Lasso:
+    selecting candidates and then testing them on the same counts makes the test anti-conservative, and
+    leaving a held value out of the fit moves its counts onto the candidates sharing its bits. Nor does
+    fitting fewer columns buy precision here: with the example's 51 candidates on 2048 rows the columns are
+    nearly orthogonal (the standard errors of the 26 states shrink by about 1 % if the 25 decoys are
+    dropped), so a selected fit on half the cohorts loses far more (√2 on every standard error) than it gains
+    (``benchmarks/rappor_decoding.py``).
 
     Too many candidates (X not identifiable): a non-negative Lasso on the even cohorts selects candidates,
-    least squares on the odd cohorts (independent reports) fits and tests the selected ones, and Holm's
+    least squares on the odd cohorts (independent reports) fits and tests the selected ones, and the
     correction still runs over every candidate (the others get p = 1 and count 0). The test is then valid
     given the selection if the selection holds every held value; counts are unbiased only under that
     condition.
     """
     if not 0 < alpha < 1:
         raise ParameterError("RAPPOR decode: alpha must be in (0, 1)")
+    if error not in ERRORS:
+        raise ParameterError(f"RAPPOR decode: error must be one of {', '.join(ERRORS)}")
+    correction = (f"Holm's correction over all {len(candidates)} candidates at family-wise level {alpha:g}"
+                  if error == "family-wise" else
+                  f"Bonferroni's correction over all {len(candidates)} candidates (expected false "
+                  f"detections at most {alpha:g})")
     c = np.asarray(counts, dtype=np.float64).reshape(params.m, params.k)
     n_m = np.asarray(per_cohort, dtype=np.float64).reshape(params.m)
     n = int(n_m.sum())
     gap = float(params.q_star - params.p_star)
     y = ((c - float(params.p_star) * n_m[:, None]) / gap).reshape(-1)
     n_rows = np.repeat(n_m, params.k)
-    x = design_matrix(candidates, params, n_m / max(n, 1))
+    shares = n_m / max(n, 1)
+    x = design_matrix(candidates, params, shares)
     cohort_of_row = np.repeat(np.arange(params.m), params.k)
     active = n_rows > 0
     size = len(candidates)
@@ -351,13 +393,12 @@ def decode(counts: npt.ArrayLike, per_cohort: npt.ArrayLike, candidates: Sequenc
     p_values = np.ones(size)
     if _identifiable(x[active]):
         method = ("least squares on all candidates (weights 1/n_m), exact sandwich standard errors, one-sided "
-                  f"z-tests with Holm's correction over all {size} candidates at family-wise level {alpha:g}")
+                  f"z-tests with {correction}")
         fitted = np.arange(size)
-        beta, se = _least_squares(x[active], y[active], n_rows[active], params)
+        beta, se = _least_squares(x[active], y[active], n_rows[active], cohort_of_row[active], shares, params)
     else:
         method = ("non-negative Lasso on the even cohorts, least squares on the selected candidates in the odd "
-                  f"cohorts, one-sided z-tests with Holm's correction over all {size} candidates at "
-                  f"family-wise level {alpha:g}")
+                  f"cohorts, one-sided z-tests with {correction}")
         select = active & (cohort_of_row % 2 == 0)
         test = active & (cohort_of_row % 2 == 1)
         root_w = 1.0 / np.sqrt(np.maximum(bit_count_variance(0.0, n_rows[select], params), 1e-9))
@@ -367,14 +408,14 @@ def decode(counts: npt.ArrayLike, per_cohort: npt.ArrayLike, candidates: Sequenc
         fitted = np.nonzero(nonnegative_lasso(xw, yw, penalty) > 0)[0] if size else np.zeros(0, dtype=np.int64)
         xs = x[test][:, fitted]
         if _identifiable(xs):
-            beta, se = _least_squares(xs, y[test], n_rows[test], params)
+            beta, se = _least_squares(xs, y[test], n_rows[test], cohort_of_row[test], shares, params)
         else:
             fitted = np.zeros(0, dtype=np.int64)
             beta = se = np.zeros(0)
     if fitted.size:
         estimates[fitted], std[fitted] = beta, se
         p_values[fitted] = stats.norm.sf(beta / se)
-    detected = holm(p_values, alpha)
+    detected = holm(p_values, alpha) if error == "family-wise" else bonferroni(p_values, alpha)
     explained = float(estimates[detected].sum() / n) if n else 0.0
     return Decoded(tuple(candidates), tuple(bool(d) for d in detected), estimates, std, p_values, explained, n,
                    method)

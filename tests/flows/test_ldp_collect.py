@@ -54,7 +54,8 @@ def test_a_collection_is_decoded_and_published_with_its_guarantee(prefect_harnes
         covered = (estimates["low95"] <= truth) & (truth <= estimates["high95"])
         assert covered.mean() > 0.8
     else:
-        assert audit["guarantee"]["epsilon_one_report"] == pytest.approx(1.0743, abs=1e-3)
+        assert audit["guarantee"]["epsilon_one_report"] == pytest.approx(1.0460, abs=1e-3)
+        assert audit["guarantee"]["epsilon_longitudinal"] == pytest.approx(1.8765, abs=1e-3)
         assert estimates["detected"].iloc[0] and audit["estimation"]["detected"] >= 3
 
 

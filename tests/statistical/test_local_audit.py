@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dprelease.dp.errors import ParameterError
 from dprelease.dp.local.bits import SecureBits, SeededBits, bernoulli
 from dprelease.dp.local.estimators import consistent, estimate, exact_variance
 from dprelease.dp.local.randomizers import GRR, OLH, OUE, SUE, UnaryEncoding, choose, variance_factor
-from dprelease.dp.local.rappor import RapporParams, cohort_counts, decode, encode_once, holm
+from dprelease.dp.local.rappor import RapporParams, bonferroni, cohort_counts, decode, encode_once, holm
 from dprelease.dp.local.simulate import DECOYS, STATES, population, zipf_weights
 from tests.statistical.audit import Event, audit
 
@@ -170,6 +171,9 @@ def test_rappor_decoding_detects_states_and_no_decoys():
 def test_holm_controls_the_family_and_consistency_projects_onto_the_simplex():
     assert holm([0.001, 0.02, 0.04], 0.05).tolist() == [True, True, True]
     assert holm([0.001, 0.03, 0.04], 0.05).tolist() == [True, False, False]
+    assert bonferroni([0.001, 0.02, 0.04], 0.05).tolist() == [True, False, False]
+    with pytest.raises(ParameterError, match="error must be one of"):
+        decode(np.zeros((64, 32)), np.ones(64), ["CA"], RapporParams(), error="false discovery")
     projected = consistent([50.0, -10.0, 30.0, 5.0], 60)
     assert projected.min() >= 0 and projected.sum() == pytest.approx(60)
 
