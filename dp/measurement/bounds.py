@@ -23,6 +23,7 @@ from dprelease.dp.accounting.budget import PureBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.random import IntArray
+from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selection
 from dprelease.dp.mechanisms.svt import FloatArray, MonotoneAboveThreshold, run_above_threshold, svt_threshold
 
 
@@ -167,3 +168,65 @@ def discover_bounds(
     return DiscoveredBounds(column, lower, upper, lower_found, upper_found, (lower_record, upper_record),
                             lower_steps=grid.index(lower), upper_steps=len(grid) - 1 - grid.index(upper),
                             thresholds=(float(lower_threshold), float(upper_threshold)))
+
+
+
+EDGE_PRIOR_RATIO = 2
+"""Base-measure ratio of :func:`select_edge_bounds`: each candidate one step further out weighs half."""
+
+
+def edge_scores(beyond: IntArray, scale: float, prior_ratio: float = EDGE_PRIOR_RATIO) -> FloatArray:
+    """Scores of :func:`select_edge_bounds` for candidates ordered outwards: −rows beyond − scale·j·ln(ratio).
+
+    The second term is public (it depends on the candidate's position j only), so the scores'
+    sensitivity is that of the counts; it is the base measure ratio^(−j) of the exponential mechanism.
+    """
+    steps = np.arange(len(beyond), dtype=np.float64)
+    return np.asarray(-np.asarray(beyond, dtype=np.float64) - scale * math.log(prior_ratio) * steps, dtype=np.float64)
+
+
+def select_edge_bounds(
+    column: str,
+    counts: tuple[IntArray, IntArray],
+    grid: tuple[float, ...],
+    run_budget: PureBudget,
+    context: ReleaseContext,
+    *,
+    sensitivity: int,
+    stage: str = "bounds",
+) -> DiscoveredBounds:
+    """Clip bounds for a mean: each end chosen by the exponential mechanism near the data's edge.
+
+    The upper bound is a candidate g selected with probability ∝ exp(−#{rows above g} / s) · 2^(−j)
+    (s the mechanism's scale 2Δ/ε, j the candidate's index from the bottom): the data's edge, where
+    no row lies beyond, is likeliest, each doubling further out half as likely (a wider bound costs
+    noise), and a candidate inside the data k doublings is chosen over the edge only when fewer than
+    about s·k·ln 2 rows lie beyond it (an early stop clips them: bias). The lower bound mirrors it
+    (−#{rows below g}, index from the top). Unlike the inward AboveThreshold scans of
+    :func:`discover_bounds`, whose bound leaves about ln(m) noise scales of rows beyond, and an
+    outward scan, which falls back to the range's end when its noisy threshold is high (about one
+    run in twenty-five here), a selection always returns a candidate, and a range wider than the
+    data reaches its end with probability about 2^(−doublings beyond the data).
+
+    Privacy: the counts have sensitivity Δ per privacy unit and the base measure is public, so
+    each selection is ``run_budget``-DP (:class:`~dp.mechanisms.selection.ExponentialMechanism`,
+    McSherry & Talwar 2007); the column costs two selections. Each goes through
+    :func:`~dp.mechanisms.selection.run_selection` (charge, draw, seal; a re-run replays).
+
+    Returns:
+        The bounds; ``*_found`` is False when a bound is the search range's end; lower < upper
+        always holds (a crossing is resolved towards the search range).
+    """
+    below, above = counts
+    mechanism = ExponentialMechanism(sensitivity, run_budget)
+    scale = mechanism.scale()
+    hit, upper_record = run_selection(mechanism, edge_scores(above, scale), context, stage=stage,
+                                      query=f"upper bound of {column} (edge)")
+    upper = grid[hit]
+    hit, lower_record = run_selection(mechanism, edge_scores(np.asarray(below)[::-1], scale), context, stage=stage,
+                                      query=f"lower bound of {column} (edge)")
+    lower = grid[len(grid) - 1 - hit]
+    if not lower < upper:
+        lower, upper = grid[0], grid[-1]
+    return DiscoveredBounds(column, lower, upper, lower != grid[0], upper != grid[-1], (lower_record, upper_record),
+                            lower_steps=grid.index(lower), upper_steps=len(grid) - 1 - grid.index(upper))
