@@ -171,7 +171,7 @@ def discover_bounds(
 
 
 
-EDGE_PRIOR_RATIO = 2
+EDGE_PRIOR_RATIO = 8
 """Base-measure ratio of :func:`select_edge_bounds`: each candidate one step further out weighs half."""
 
 
@@ -194,14 +194,19 @@ def select_edge_bounds(
     *,
     sensitivity: int,
     stage: str = "bounds",
+    lower_public: bool = False,
+    prior_ratio: float = EDGE_PRIOR_RATIO,
 ) -> DiscoveredBounds:
     """Clip bounds for a mean: each end chosen by the exponential mechanism near the data's edge.
 
-    The upper bound is a candidate g selected with probability ∝ exp(−#{rows above g} / s) · 2^(−j)
-    (s the mechanism's scale 2Δ/ε, j the candidate's index from the bottom): the data's edge, where
-    no row lies beyond, is likeliest, each doubling further out half as likely (a wider bound costs
-    noise), and a candidate inside the data k doublings is chosen over the edge only when fewer than
-    about s·k·ln 2 rows lie beyond it (an early stop clips them: bias). The lower bound mirrors it
+    The upper bound is a candidate g selected with probability ∝ exp(−#{rows above g} / s) · r^(−j)
+    (s the mechanism's scale 2Δ/ε, j the candidate's index from the bottom, r = ``prior_ratio``): the
+    data's edge, where no row lies beyond, is likeliest, each doubling further out r times less likely
+    (a wider bound costs noise; r = 8 makes the expected squared bound finite over any range), and a
+    candidate inside the data k doublings is chosen over the edge only when fewer than about
+    s·k·ln r rows lie beyond it (an early stop clips them: bias). The base measure counts from the
+    range's low end, so a column whose bulk lies many doublings below its edge with few rows (small
+    n·ε) is pulled inside: about s·ln r rows per doubling between the bulk and the edge. The lower bound mirrors it
     (−#{rows below g}, index from the top). Unlike the inward AboveThreshold scans of
     :func:`discover_bounds`, whose bound leaves about ln(m) noise scales of rows beyond, and an
     outward scan, which falls back to the range's end when its noisy threshold is high (about one
@@ -213,20 +218,29 @@ def select_edge_bounds(
     McSherry & Talwar 2007); the column costs two selections. Each goes through
     :func:`~dp.mechanisms.selection.run_selection` (charge, draw, seal; a re-run replays).
 
+    With ``lower_public`` only the upper end is selected (one selection) and the lower bound is the
+    search range's low end (for a column known to lie above it, such as a count or a duration).
+
     Returns:
         The bounds; ``*_found`` is False when a bound is the search range's end; lower < upper
-        always holds (a crossing is resolved towards the search range).
+        always holds (a crossing moves the upper bound to the next candidate above the lower one).
     """
+    if isinstance(prior_ratio, bool) or not isinstance(prior_ratio, int | float) or not 1 <= prior_ratio < math.inf:
+        raise ParameterError(f"{column}: prior_ratio ({prior_ratio!r}) must be a finite number >= 1")
     below, above = counts
     mechanism = ExponentialMechanism(sensitivity, run_budget)
     scale = mechanism.scale()
-    hit, upper_record = run_selection(mechanism, edge_scores(above, scale), context, stage=stage,
+    hit, upper_record = run_selection(mechanism, edge_scores(above, scale, prior_ratio), context, stage=stage,
                                       query=f"upper bound of {column} (edge)")
-    upper = grid[hit]
-    hit, lower_record = run_selection(mechanism, edge_scores(np.asarray(below)[::-1], scale), context, stage=stage,
-                                      query=f"lower bound of {column} (edge)")
-    lower = grid[len(grid) - 1 - hit]
+    upper, records = grid[hit], [upper_record]
+    lower = grid[0]
+    if not lower_public:
+        hit, lower_record = run_selection(mechanism, edge_scores(np.asarray(below)[::-1], scale, prior_ratio), context,
+                                          stage=stage, query=f"lower bound of {column} (edge)")
+        lower = grid[len(grid) - 1 - hit]
+        records.insert(0, lower_record)
     if not lower < upper:
-        lower, upper = grid[0], grid[-1]
-    return DiscoveredBounds(column, lower, upper, lower != grid[0], upper != grid[-1], (lower_record, upper_record),
+        upper = grid[min(grid.index(lower) + 1, len(grid) - 1)]
+        lower = grid[grid.index(upper) - 1]
+    return DiscoveredBounds(column, lower, upper, lower != grid[0], upper != grid[-1], tuple(records),
                             lower_steps=grid.index(lower), upper_steps=len(grid) - 1 - grid.index(upper))

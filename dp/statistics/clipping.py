@@ -89,6 +89,8 @@ def svt_bounds(
     contributions: int = 1,
     stage: str = "bounds",
     scan: str = "inward",
+    lower_public: bool = False,
+    prior_ratio: float = 8.0,
 ) -> tuple[ClipBounds, DiscoveredBounds]:
     """Clip bounds found by the book's SVT discovery (:func:`dp.measurement.bounds.discover_bounds`), booked.
 
@@ -108,7 +110,8 @@ def svt_bounds(
     counts = tail_counts(np.asarray(values, dtype=np.float64), grid)
     sensitivity = positive_integer(contributions, "contributions", "svt_bounds")
     if scan == "edge":
-        found = select_edge_bounds(column, counts, grid, run_budget, context, sensitivity=sensitivity, stage=stage)
+        found = select_edge_bounds(column, counts, grid, run_budget, context, sensitivity=sensitivity, stage=stage,
+                                   lower_public=lower_public, prior_ratio=prior_ratio)
     elif scan == "inward":
         found = discover_bounds(column, counts, grid, run_budget, context, sensitivity=sensitivity, stage=stage)
     else:

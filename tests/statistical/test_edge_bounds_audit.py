@@ -43,12 +43,13 @@ N = 100_000
 RUN = PureBudget(Fraction(2))  # scale 1: the base measure 2^-j keeps every outcome's probability moderate
 GRID = geometric_grid(0.0, 16.0)  # 0, 1, 2, 4, 8, 16
 D = np.array([], dtype=np.float64)
+RATIO = 2.0  # a public base-measure ratio that keeps the far candidates' probabilities measurable
 NEIGHBOURS = {"upper": np.array([16.0]), "lower": np.array([0.0])}  # one row beyond every other candidate
 
 
 def scores(values: np.ndarray, side: str, scale: float) -> np.ndarray:
     below, above = tail_counts(values, GRID)
-    return edge_scores(above if side == "upper" else np.asarray(below)[::-1], scale)
+    return edge_scores(above if side == "upper" else np.asarray(below)[::-1], scale, RATIO)
 
 
 def selections(values: np.ndarray, side: str, scale: float, seed: int) -> np.ndarray:
@@ -115,17 +116,17 @@ def test_selection_gets_the_audited_scores_and_scale(tmp_path):
         ledger.reserve("pop", "r", PureBudget(Fraction(50)))
         spy = Spy()
         found = select_edge_bounds("x", tail_counts(values, GRID), GRID, RUN, ReleaseContext(ledger, "r", "pure", spy),
-                                   sensitivity=1)
+                                   sensitivity=1, prior_ratio=RATIO)
         scale = ExponentialMechanism(1, RUN).scale()
         below, above = tail_counts(values, GRID)
         assert [c[1] for c in spy.calls] == [scale, scale]
-        np.testing.assert_array_equal(spy.calls[0][0], edge_scores(above, scale))
-        np.testing.assert_array_equal(spy.calls[1][0], edge_scores(np.asarray(below)[::-1], scale))
+        np.testing.assert_array_equal(spy.calls[0][0], edge_scores(above, scale, RATIO))
+        np.testing.assert_array_equal(spy.calls[1][0], edge_scores(np.asarray(below)[::-1], scale, RATIO))
         # argmax at scale 1: lower 1 (no row below, score -ln 2 x 4 steps from the top); upper 4 (one row
         # above, -1 - 3 ln 2 = -3.08) over 16 (none above, -5 ln 2 = -3.47): one doubling is worth ln 2 rows
         assert (found.lower, found.upper) == (1.0, 4.0)
         charges = ledger.charges(release_id="r")
         assert [c.loss for c in charges] == [RUN.epsilon, RUN.epsilon]
         again = select_edge_bounds("x", tail_counts(values, GRID), GRID, RUN,
-                                   ReleaseContext(ledger, "r", "pure", Spy()), sensitivity=1)
+                                   ReleaseContext(ledger, "r", "pure", Spy()), sensitivity=1, prior_ratio=RATIO)
         assert again == found and len(ledger.charges(release_id="r")) == 2  # a re-run replays
