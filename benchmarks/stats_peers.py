@@ -46,8 +46,9 @@ Metrics per cell: RMSE, bias, median absolute error, failure rate (dprelease: an
 search range's end: a run that did not fire, or a selection of the last candidate; peers: an
 exception or a non-finite estimate), coverage of the published 95 % interval (only dprelease
 publishes one for a mean: against the true mean and against the mean of the clipped data, which is
-what the interval is stated to cover), and the budget spent (dprelease: the losses its ledger booked; OpenDP: the measurements' privacy maps at d_in = 1;
-diffprivlib: its BudgetAccountant) against the declared ε.
+what the interval is stated to cover), and the budget spent (dprelease: the losses its ledger
+booked; OpenDP: the measurements' privacy maps at d_in = 1; diffprivlib: its BudgetAccountant)
+against the declared ε.
 
 Noise: dprelease draws from its production secure source (OpenDP's exact samplers) unless
 ``--seeded`` (a seeded stand-in with the same discrete Laplace law, ``tests.noise.SeededNoise``);
