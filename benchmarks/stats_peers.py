@@ -55,7 +55,7 @@ Noise: dprelease draws from its production secure source (OpenDP's exact sampler
 the peers use their own samplers. Peers run in ``benchmarks/.venv-stats``
 (``bash benchmarks/setup_stats_peers.sh``); dprelease in the project venv.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/stats_peers.py [--reps 100 --headline-reps 200]
+    PYTHONPATH=. .venv/bin/python benchmarks/stats_peers.py [--seeded --reps 30 --headline-reps 200 --work DIR]
     PYTHONPATH=. .venv/bin/python benchmarks/stats_peers.py --table
 """
 
@@ -112,15 +112,15 @@ def column_values(name: str, n: int) -> np.ndarray:
 # Peers (run in benchmarks/.venv-stats: numpy, opendp, diffprivlib only)
 
 
-def run_peers(cells: list[dict[str, Any]], data: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Every peer configuration of every cell; estimates and the budget each spent."""
+def run_peers(cells: list[dict[str, Any]], data: dict[str, np.ndarray], sink: Path) -> None:
+    """Every peer configuration of every cell; estimates and the budget each spent (a JSON line per cell)."""
     import opendp.prelude as dp
     from diffprivlib import BudgetAccountant
     from diffprivlib.tools import mean as dpl_mean
 
     dp.enable_features("contrib")
-    out: dict[str, Any] = {}
     for cell in cells:
+        out: dict[str, Any] = {}
         x = data[cell["key"]]
         eps = float(eval(cell["epsilon"]))
         lo, hi = float(x.min()), float(x.max())
@@ -164,7 +164,8 @@ def run_peers(cells: list[dict[str, Any]], data: dict[str, np.ndarray]) -> dict[
                     spent.append(float(accountant.total()[0]))
             out[f"{cell['key']}|{config}"] = {"estimates": estimates, "spent": spent, "failures": failures,
                                               "bounds": [low, high], "warned_privacy_leak": warned}
-    return out
+        with sink.open("a") as lines:
+            lines.write(json.dumps({"key": cell["key"], "results": out}) + "\n")
 
 
 def peer_worker(inp: str, outp: str) -> None:
@@ -174,14 +175,15 @@ def peer_worker(inp: str, outp: str) -> None:
     import importlib.metadata as md
 
     versions = {name: md.version(name) for name in ("opendp", "diffprivlib", "numpy", "scikit-learn")}
-    Path(outp).write_text(json.dumps({"versions": versions, "results": run_peers(spec["cells"], data)}))
+    (Path(outp).parent / "versions.json").write_text(json.dumps(versions))
+    run_peers(spec["cells"], data, Path(outp))
 
 
 # ---------------------------------------------------------------------------------------------
 # dprelease (project venv)
 
 
-def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seeded: bool) -> dict[str, Any]:
+def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seeded: bool, sink: Path) -> None:
     """dprelease's three configurations of every cell, through the production mechanisms and a real ledger."""
     from fractions import Fraction
 
@@ -193,7 +195,6 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
     from dprelease.dp.statistics.moments import MomentsMechanism, measure_moments
 
     weights = {"count": 1, "sum": 3}
-    out: dict[str, Any] = {}
     booked_total = Fraction(0)
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp, \
             Ledger.open(Path(tmp) / "ledger.sqlite") as ledger:
@@ -201,6 +202,7 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
         ledger.reserve("bench", "stats-peers", PureBudget(Fraction(10**8)))
         run = 0
         for cell in cells:
+            out: dict[str, Any] = {}
             x = data[cell["key"]]
             eps = Fraction(cell["epsilon"])
             for config in ("dprelease svt", "dprelease public", "dprelease svt-inward"):
@@ -246,10 +248,14 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
                 out[f"{cell['key']}|{config}"] = {"estimates": estimates, "spent": spent, "failures": failed,
                                                   "low": lows, "high": highs, "clipped_truth": clipped_truth,
                                                   "upper_median": float(np.median(uppers))}
+            ledger_total = sum((c.loss for c in ledger.charges(release_id="stats-peers")), Fraction(0))
+            if ledger_total != booked_total:
+                raise RuntimeError(f"the ledger booked {ledger_total}, the records say {booked_total}")
+            with sink.open("a") as lines:
+                lines.write(json.dumps({"key": cell["key"], "results": out}) + "\n")
         ledger_total = sum((c.loss for c in ledger.charges(release_id="stats-peers")), Fraction(0))
     if ledger_total != booked_total:
         raise RuntimeError(f"the ledger booked {ledger_total}, the records say {booked_total}")
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,14 +317,15 @@ def make_cells(reps: int, headline_reps: int, sizes: tuple[int, ...], columns: t
             for eps in epsilons:
                 cells.append({"key": f"{column}|{n}|{eps}", "column": column, "n": n, "epsilon": eps,
                               "wide": ranges["wide"], "public": ranges["public"],
-                              "reps": headline_reps if n == HEADLINE_N else reps})
-    return cells
+                              "reps": headline_reps if (n, eps) == (HEADLINE_N, "1") else reps})
+    return sorted(cells, key=lambda c: (c["n"] != HEADLINE_N or c["epsilon"] != "1", c["n"] != HEADLINE_N))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=100, help="repetitions per cell (n != 10^4)")
-    parser.add_argument("--headline-reps", type=int, default=200, help="repetitions per cell at n = 10^4")
+    parser.add_argument("--reps", type=int, default=100, help="repetitions per other cell")
+    parser.add_argument("--headline-reps", type=int, default=200,
+                        help="repetitions per headline cell (n = 10^4, eps = 1)")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--columns", default=",".join(COLUMNS))
     parser.add_argument("--edge-ratio", type=float, default=EDGE["ratio"])
@@ -329,6 +336,8 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="print the summary of the results JSON")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--work", help="folder for the data and the per-cell results (default: a new temp folder)")
+    parser.add_argument("--summarise", metavar="WORK", help="write the report from a work folder's finished cells")
     args = parser.parse_args()
     if args.worker:
         peer_worker(*args.worker)
@@ -336,46 +345,67 @@ def main() -> None:
     if args.table:
         print_table(json.loads(args.out.read_text()))
         return
+    if args.summarise:
+        summarise_work(Path(args.summarise), args.out)
+        return
     EDGE.update(ratio=args.edge_ratio, lower_public=args.edge_lower_public, inward=args.with_inward)
     if not PEER_PYTHON.exists():
         sys.exit(f"{PEER_PYTHON}: missing; run bash benchmarks/setup_stats_peers.sh first")
     cells = make_cells(args.reps, args.headline_reps, tuple(int(s) for s in args.sizes.split(",")),
                        tuple(args.columns.split(",")), tuple(args.epsilons.split(",")))
-    data = {}
-    for cell in cells:
-        data[cell["key"]] = column_values(cell["column"], cell["n"])
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="stats-peers-"))
+    work.mkdir(parents=True, exist_ok=True)
+    data = {cell["key"]: column_values(cell["column"], cell["n"]) for cell in cells}
+    np.savez(work / "data.npz", **data)
+    (work / "in.json").write_text(json.dumps({"cells": cells, "data": str(work / "data.npz"),
+                                              "noise": "seeded stand-in" if args.seeded else "secure"}))
+    for name in ("dprelease.jsonl", "peers.jsonl"):
+        (work / name).unlink(missing_ok=True)
+    print(f"work folder {work} (partial results: --summarise {work})", flush=True)
     started = time.time()
-    with tempfile.TemporaryDirectory() as tmp:
-        np.savez(Path(tmp) / "data.npz", **data)
-        (Path(tmp) / "in.json").write_text(json.dumps({"cells": cells, "data": str(Path(tmp) / "data.npz")}))
-        peers = subprocess.Popen([str(PEER_PYTHON), __file__, "--worker", str(Path(tmp) / "in.json"),
-                                  str(Path(tmp) / "out.json")])
-        ours = run_dprelease(cells, data, args.seeded)
-        if peers.wait() != 0:
-            sys.exit("the peers' worker failed")
-        peer_out = json.loads((Path(tmp) / "out.json").read_text())
-    results = {**ours, **peer_out["results"]}
-    configs = {cell["key"]: [c for c in CONFIGS if f"{cell['key']}|{c}" in results] for cell in cells}
+    peers = subprocess.Popen([str(PEER_PYTHON), __file__, "--worker", str(work / "in.json"),
+                              str(work / "peers.jsonl")])
+    run_dprelease(cells, data, args.seeded, work / "dprelease.jsonl")
+    if peers.wait() != 0:
+        sys.exit("the peers' worker failed")
+    summarise_work(work, args.out, time.time() - started)
+
+
+def summarise_work(work: Path, out: Path, seconds: float | None = None) -> None:
+    """The report from a work folder: every cell that both dprelease and the peers have finished."""
+    spec = json.loads((work / "in.json").read_text())
+    data = dict(np.load(work / "data.npz"))
+    results: dict[str, Any] = {}
+    done: dict[str, int] = {}
+    for name in ("dprelease.jsonl", "peers.jsonl"):
+        path = work / name
+        for line in path.read_text().splitlines() if path.exists() else []:
+            row = json.loads(line)
+            results.update(row["results"])
+            done[row["key"]] = done.get(row["key"], 0) + 1
+    cells = [cell for cell in spec["cells"] if done.get(cell["key"]) == 2]
     summary: dict[str, dict[str, Any]] = {}
     for cell in cells:
         truth = float(np.mean(data[cell["key"]]))
         summary[cell["key"]] = {config: summarise(results[f"{cell['key']}|{config}"], truth,
                                                   float(eval(cell["epsilon"])), cell["reps"])
-                                for config in configs[cell["key"]]}
+                                for config in CONFIGS if f"{cell['key']}|{config}" in results}
         summary[cell["key"]]["truth"] = {"mean": truth, "min": float(data[cell["key"]].min()),
                                          "max": float(data[cell["key"]].max())}
-    report = {"versions": peer_out["versions"], "noise": "seeded stand-in" if args.seeded else "secure",
-              "seconds": round(time.time() - started, 1), "cells": summary,
-              "done_when": verdict({k: v for k, v in summary.items()})}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
+    report = {"versions": json.loads((work / "versions.json").read_text()), "noise": spec["noise"],
+              "seconds": None if seconds is None else round(seconds, 1),
+              "cells_planned": len(spec["cells"]), "cells_finished": len(cells), "cells": summary,
+              "done_when": verdict(summary)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
     print_table(report)
 
 
 def print_table(report: dict[str, Any]) -> None:
     """The headline table (RMSE per configuration), the ratios and the done-when, per cell."""
     short = ("svt", "public", "odp-wide", "odp-orc", "dpl-orc", "dpl-nob")
-    print(f"versions {report['versions']}; dprelease noise: {report['noise']}")
+    print(f"versions {report['versions']}; dprelease noise: {report['noise']}; "
+          f"cells finished {report.get('cells_finished', '?')}/{report.get('cells_planned', '?')}")
     print(f"{'column':15s} {'n':>6s} {'eps':>4s} " + " ".join(f"{s:>9s}" for s in short)
           + "  svt/orc  cov(svt,pub)  fail  done")
     for key, rows in report["cells"].items():
