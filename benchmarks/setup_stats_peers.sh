@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create the peers' virtualenv for benchmarks/stats_peers.py at benchmarks/.venv-stats (git-ignored).
+# Create the peers' virtualenv for benchmarks/stats_peers.py at .venv-stats (git-ignored; outside benchmarks/,
+# whose .py files tests/test_layers.py reads).
 #
 # OpenDP and IBM's diffprivlib, pinned, from PyPI, in a venv of their own: diffprivlib pins its own
 # numpy/scipy/scikit-learn ranges, and the project venv (.venv) is never touched. The peers only read
@@ -9,7 +10,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${VENV:-$ROOT/benchmarks/.venv-stats}"
+VENV="${VENV:-$ROOT/.venv-stats}"
 PYTHON="${PYTHON:-python3.11}"
 OPENDP="${OPENDP:-0.16.0}"          # the project venv's version too
 DIFFPRIVLIB="${DIFFPRIVLIB:-0.6.6}"  # the last IBM release

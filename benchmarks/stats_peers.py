@@ -52,7 +52,7 @@ against the declared ε.
 
 Noise: dprelease draws from its production secure source (OpenDP's exact samplers) unless
 ``--seeded`` (a seeded stand-in with the same discrete Laplace law, ``tests.noise.SeededNoise``);
-the peers use their own samplers. Peers run in ``benchmarks/.venv-stats``
+the peers use their own samplers. Peers run in ``.venv-stats``
 (``bash benchmarks/setup_stats_peers.sh``); dprelease in the project venv.
 
     PYTHONPATH=. .venv/bin/python benchmarks/stats_peers.py [--seeded --reps 30 --headline-reps 200 --work DIR]
@@ -76,7 +76,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "stats_peers.json"
-PEER_PYTHON = ROOT / "benchmarks" / ".venv-stats" / "bin" / "python"
+PEER_PYTHON = ROOT / ".venv-stats" / "bin" / "python"
 ADULT = Path("/work/shared/data/adult.parquet")
 SIZES = (1_000, 10_000, 100_000)
 EPSILONS = ("1/10", "1/2", "1")
@@ -109,7 +109,7 @@ def column_values(name: str, n: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Peers (run in benchmarks/.venv-stats: numpy, opendp, diffprivlib only)
+# Peers (run in .venv-stats: numpy, opendp, diffprivlib only)
 
 
 def run_peers(cells: list[dict[str, Any]], data: dict[str, np.ndarray], sink: Path) -> None:
