@@ -23,6 +23,7 @@ from dprelease.dp.accounting.budget import PureBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.mechanisms.random import IntArray
+from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selection
 from dprelease.dp.mechanisms.svt import FloatArray, MonotoneAboveThreshold, run_above_threshold, svt_threshold
 
 
@@ -167,3 +168,79 @@ def discover_bounds(
     return DiscoveredBounds(column, lower, upper, lower_found, upper_found, (lower_record, upper_record),
                             lower_steps=grid.index(lower), upper_steps=len(grid) - 1 - grid.index(upper),
                             thresholds=(float(lower_threshold), float(upper_threshold)))
+
+
+
+EDGE_PRIOR_RATIO = 8
+"""Base-measure ratio of :func:`select_edge_bounds`: each candidate one step further out weighs half."""
+
+
+def edge_scores(beyond: IntArray, scale: float, prior_ratio: float = EDGE_PRIOR_RATIO) -> FloatArray:
+    """Scores of :func:`select_edge_bounds` for candidates ordered outwards: −rows beyond − scale·j·ln(ratio).
+
+    The second term is public (it depends on the candidate's position j only), so the scores'
+    sensitivity is that of the counts; it is the base measure ratio^(−j) of the exponential mechanism.
+    """
+    steps = np.arange(len(beyond), dtype=np.float64)
+    return np.asarray(-np.asarray(beyond, dtype=np.float64) - scale * math.log(prior_ratio) * steps, dtype=np.float64)
+
+
+def select_edge_bounds(
+    column: str,
+    counts: tuple[IntArray, IntArray],
+    grid: tuple[float, ...],
+    run_budget: PureBudget,
+    context: ReleaseContext,
+    *,
+    sensitivity: int,
+    stage: str = "bounds",
+    lower_public: bool = False,
+    prior_ratio: float = EDGE_PRIOR_RATIO,
+) -> DiscoveredBounds:
+    """Clip bounds for a mean: each end chosen by the exponential mechanism near the data's edge.
+
+    The upper bound is a candidate g selected with probability ∝ exp(−#{rows above g} / s) · r^(−j)
+    (s the mechanism's scale 2Δ/ε, j the candidate's index from the bottom, r = ``prior_ratio``): the
+    data's edge, where no row lies beyond, is likeliest, each doubling further out r times less likely
+    (a wider bound costs noise; r = 8 makes the expected squared bound finite over any range), and a
+    candidate inside the data k doublings is chosen over the edge only when fewer than about
+    s·k·ln r rows lie beyond it (an early stop clips them: bias). The base measure counts from the
+    range's low end, so a column whose bulk lies many doublings below its edge with few rows (small
+    n·ε) is pulled inside: about s·ln r rows per doubling between the bulk and the edge. The lower bound mirrors it
+    (−#{rows below g}, index from the top). Unlike the inward AboveThreshold scans of
+    :func:`discover_bounds`, whose bound leaves about ln(m) noise scales of rows beyond, and an
+    outward scan, which falls back to the range's end when its noisy threshold is high (about one
+    run in twenty-five here), a selection always returns a candidate, and a range wider than the
+    data reaches its end with probability about 2^(−doublings beyond the data).
+
+    Privacy: the counts have sensitivity Δ per privacy unit and the base measure is public, so
+    each selection is ``run_budget``-DP (:class:`~dp.mechanisms.selection.ExponentialMechanism`,
+    McSherry & Talwar 2007); the column costs two selections. Each goes through
+    :func:`~dp.mechanisms.selection.run_selection` (charge, draw, seal; a re-run replays).
+
+    With ``lower_public`` only the upper end is selected (one selection) and the lower bound is the
+    search range's low end (for a column known to lie above it, such as a count or a duration).
+
+    Returns:
+        The bounds; ``*_found`` is False when a bound is the search range's end; lower < upper
+        always holds (a crossing moves the upper bound to the next candidate above the lower one).
+    """
+    if isinstance(prior_ratio, bool) or not isinstance(prior_ratio, int | float) or not 1 <= prior_ratio < math.inf:
+        raise ParameterError(f"{column}: prior_ratio ({prior_ratio!r}) must be a finite number >= 1")
+    below, above = counts
+    mechanism = ExponentialMechanism(sensitivity, run_budget)
+    scale = mechanism.scale()
+    hit, upper_record = run_selection(mechanism, edge_scores(above, scale, prior_ratio), context, stage=stage,
+                                      query=f"upper bound of {column} (edge)")
+    upper, records = grid[hit], [upper_record]
+    lower = grid[0]
+    if not lower_public:
+        hit, lower_record = run_selection(mechanism, edge_scores(np.asarray(below)[::-1], scale, prior_ratio), context,
+                                          stage=stage, query=f"lower bound of {column} (edge)")
+        lower = grid[len(grid) - 1 - hit]
+        records.insert(0, lower_record)
+    if not lower < upper:
+        upper = grid[min(grid.index(lower) + 1, len(grid) - 1)]
+        lower = grid[grid.index(upper) - 1]
+    return DiscoveredBounds(column, lower, upper, lower != grid[0], upper != grid[-1], tuple(records),
+                            lower_steps=grid.index(lower), upper_steps=len(grid) - 1 - grid.index(upper))

@@ -32,7 +32,13 @@ import numpy.typing as npt
 from dprelease.dp.accounting.budget import PureBudget, positive_integer
 from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.measurement.bounds import DiscoveredBounds, discover_bounds, geometric_grid, tail_counts
+from dprelease.dp.measurement.bounds import (
+    DiscoveredBounds,
+    discover_bounds,
+    geometric_grid,
+    select_edge_bounds,
+    tail_counts,
+)
 from dprelease.dp.mechanisms.random import IntArray
 
 FloatArray = npt.NDArray[np.float64]
@@ -82,11 +88,19 @@ def svt_bounds(
     *,
     contributions: int = 1,
     stage: str = "bounds",
+    scan: str = "inward",
+    lower_public: bool = False,
+    prior_ratio: float = 8.0,
 ) -> tuple[ClipBounds, DiscoveredBounds]:
     """Clip bounds found by the book's SVT discovery (:func:`dp.measurement.bounds.discover_bounds`), booked.
 
     Two monotone AboveThreshold runs of ``run_budget`` each over the geometric grid of the public
     ``search_range`` (the column costs 2 × ``run_budget``); replayed on a re-run like every charge.
+    ``scan="inward"`` is the book's discovery (:func:`~dp.measurement.bounds.discover_bounds`: it stops
+    once about ln(m) noise scales of rows lie beyond a bound); ``scan="edge"``
+    (:func:`~dp.measurement.bounds.select_edge_bounds`) selects each end near the data's edge with the
+    exponential mechanism (two selections of ``run_budget``): the bounds for a mean, whose clipping bias
+    is what rows beyond cost.
 
     Returns:
         The clip bounds (source ``svt``) and the discovery's record (which runs fired).
@@ -94,8 +108,14 @@ def svt_bounds(
     low, high = search_range
     grid = geometric_grid(low, high)
     counts = tail_counts(np.asarray(values, dtype=np.float64), grid)
-    found = discover_bounds(column, counts, grid, run_budget, context,
-                            sensitivity=positive_integer(contributions, "contributions", "svt_bounds"), stage=stage)
+    sensitivity = positive_integer(contributions, "contributions", "svt_bounds")
+    if scan == "edge":
+        found = select_edge_bounds(column, counts, grid, run_budget, context, sensitivity=sensitivity, stage=stage,
+                                   lower_public=lower_public, prior_ratio=prior_ratio)
+    elif scan == "inward":
+        found = discover_bounds(column, counts, grid, run_budget, context, sensitivity=sensitivity, stage=stage)
+    else:
+        raise ParameterError(f"{column}: scan ({scan!r}) must be 'inward' or 'edge'")
     return ClipBounds.from_discovered(found), found
 
 

@@ -181,6 +181,21 @@ def test_svt_bounds_are_booked_and_feed_the_moments(context):
     assert abs(noisy.mean().estimate - values.mean()) < 2
 
 
+def test_edge_bounds_reach_the_data_edge_are_booked_and_an_unknown_scan_books_nothing(context):
+    from dprelease.dp.statistics.clipping import svt_bounds
+
+    values = np.random.default_rng(3).gamma(2.0, 10.0, 5000)
+    with pytest.raises(ParameterError, match="scan"):
+        svt_bounds(values, "stay", (0.0, 4096.0), PureBudget(Fraction(1, 2)), context, scan="outward")
+    assert context.ledger.charges(release_id="r1") == []
+    bounds, found = svt_bounds(values, "stay", (0.0, 4096.0), PureBudget(Fraction(1, 2)), context, scan="edge")
+    assert bounds.source == "svt" and found.upper_found and bounds.lower == 0.0
+    assert values.max() / 2 <= bounds.upper <= 4 * values.max()  # near the edge, not ln(m) noise scales inside
+    charges = context.ledger.charges(release_id="r1")
+    assert [(c.stage, c.loss) for c in charges] == [("bounds", Fraction(1, 2)), ("bounds", Fraction(1, 2))]
+    assert "(edge)" in charges[0].query
+
+
 def test_moments_by_group_book_each_query_once_at_the_scalar_loss(context):
     grid = Grid(ClipBounds(0.0, 10.0), half_steps=5)
     mechanism = MomentsMechanism(grid, PureBudget(Fraction(1)))
