@@ -16,22 +16,17 @@ from prefect import get_run_logger
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import ParameterError
+from dprelease.dp.measurement import draws
 from dprelease.dp.measurement.bounds import DiscoveredBounds
-from dprelease.dp.measurement.cliques import (
-    MeasuredJunction,
-    measure_junction,
-)
 from dprelease.dp.measurement.contributions import BoundedRows, unit_sensitivity
+from dprelease.dp.measurement.draws import PairSelection
 from dprelease.dp.measurement.marginals import ColumnDomain, ColumnRule, IntArray, RowHandling, count_all
-from dprelease.dp.measurement.structure import independence_scores, select_spanning_tree
-from dprelease.dp.mechanisms.noise import additive_mechanism, measure
 from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.dp.synthesis.consistency import NoisyLevel
 from dprelease.dp.synthesis.noisy import NoisyMarginal
-from dprelease.dp.synthesis.postprocess import consistent_counts, estimate_total
 from dprelease.schemas.encoding import domains_for, rules_for
 from dprelease.schemas.model import Hierarchy, PrivacyUnit, ReleaseSpec
-from dprelease.schemas.plan import PlannedMeasurement, ReleasePlan, plan_pairs
+from dprelease.schemas.plan import ReleasePlan, plan_pairs
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import (
     RowGroupRef,
@@ -180,12 +175,7 @@ def map_client(address: str | None) -> Iterator[Any]:
 
 def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray:
     """Exact counts of a hierarchy level (1 = top) summed up from the exact counts of its leaf codes."""
-    counts = np.asarray(leaves, dtype=np.int64)
-    for parents in reversed(hierarchy.parents[level - 1:]):
-        summed = np.zeros(max(parents) + 1, dtype=np.int64)
-        np.add.at(summed, np.asarray(parents, dtype=np.int64), counts)
-        counts = summed
-    return counts
+    return draws.level_counts(hierarchy.parents, leaves, level)
 
 
 @sensitive_task("measure_marginals")
@@ -224,11 +214,10 @@ def _measure(
     counter: Counter, edges: dict[str, tuple[float, ...]] | None = None,
 ) -> Measured:
     domains = domains_for(spec.schema, {b.column: (b.lower, b.upper) for b in bounds}, edges)
-    by_name = {d.name: d for d in domains}
-    hierarchies = {h.name: h for h in spec.schema.hierarchies}
     candidates = list(plan.selection.candidates) if plan.selection is not None else []
     workload = list(dict.fromkeys([*(m.columns for m in plan.measurements), *candidates]))
-    exact, handling = counter.count(domains, rules_for(spec.schema), workload)
+    rules = rules_for(spec.schema)
+    exact, handling = counter.count(domains, rules, workload)
     bounded = counter.bounded
     sensitivity = unit_sensitivity(bounded)
     internal = dict(handling.__dict__)
@@ -237,60 +226,25 @@ def _measure(
                                              "dropped_null_ids": bounded.dropped_null_ids,
                                              "dropped_over_cap": bounded.dropped_over_cap}
     write_internal(Path(steward), "row_handling.json", json.dumps(internal, indent=2))
-    # A row falls in exactly one node of every level: each level is a histogram of sensitivity 1.
-    levels_exact = {
-        (m.hierarchy, m.level): level_counts(hierarchies[m.hierarchy], exact[m.columns], m.level)
-        for m in plan.measurements if m.hierarchy is not None
-    }
-    marginals: list[NoisyMarginal] = []
-    levels: list[NoisyLevel] = []
-    selection: list[MeasurementRecord] = []
+    selection = plan.selection
+    pairs = None if selection is None else PairSelection(
+        selection.candidates, selection.run_budget, lambda chosen: plan_pairs(plan, spec, chosen))
+
+    def count_coarse(workload: list[Columns], maps: dict[str, IntArray]) -> dict[Columns, IntArray]:
+        return counter.count(domains, rules, workload, maps)[0]
+
     with Ledger.open(Path(ledger_path)) as ledger:
         context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
-
-        def draw(planned: PlannedMeasurement) -> None:
-            if planned.hierarchy is not None:
-                values = levels_exact.pop((planned.hierarchy, planned.level))
-                noisy, record = measure(additive_mechanism(planned.budget, sensitivity), values, context,
-                                        stage=planned.stage, query=planned.query)
-                levels.append(NoisyLevel(planned.hierarchy, planned.level, planned.level_name, noisy, record))
-                return
-            noisy, record = measure(additive_mechanism(planned.budget, sensitivity), exact[planned.columns], context,
-                                    stage=planned.stage, query=planned.query)
-            shape = tuple(by_name[c].size for c in planned.columns)
-            marginals.append(NoisyMarginal(planned.columns, shape, noisy, record))
-
-        for planned in plan.measurements:
-            if planned.stage == "one_way":
-                draw(planned)
-        later = [m for m in plan.measurements if m.stage != "one_way"]
-        if plan.selection is not None:
-            total = max(1, round(estimate_total(marginals)))
-            distributions = {m.columns[0]: consistent_counts(m, total) / total for m in marginals}
-            scores = independence_scores({p: exact[p] for p in candidates}, distributions, total)
-            chosen, selection = select_spanning_tree([d.name for d in domains], candidates, scores,
-                                                     plan.selection.run_budget, context,
-                                                     score_sensitivity=sensitivity)
-            later = plan_pairs(plan, spec, chosen) + later
-        junction: MeasuredJunction | None = None
-        if plan.cliques is not None:
-            rules = rules_for(spec.schema)
-
-            def count_coarse(workload: list[Columns], maps: dict[str, IntArray]) -> dict[Columns, IntArray]:
-                return counter.count(domains, rules, workload, maps)[0]
-
-            junction = measure_junction(plan.cliques, domains, marginals, count_coarse, context,
-                                        sensitivity)
-        for planned in later:
-            draw(planned)
+        measured = draws.measure_plan(plan.measurements, exact, {h.name: h.parents for h in spec.schema.hierarchies},
+                                      domains, context, sensitivity, pairs=pairs, cliques=plan.cliques,
+                                      count_coarse=count_coarse)
     exact.clear()
+    marginals, levels, junction = measured.marginals, measured.levels, measured.junction
     if junction is not None:
         get_run_logger().info("chose a junction tree privately and measured %d cliques", len(junction.cliques))
         return Measured(marginals, levels, junction.records, junction.cliques, junction.maps, junction.tree,
                         tuple(domains))
     get_run_logger().info("measured %d marginals and %d hierarchy levels (%d noisy cells)%s", len(marginals),
                           len(levels), sum(len(r.counts) for r in marginals) + sum(len(x.counts) for x in levels),
-                          f"; {len(selection)} pairs chosen privately" if selection else "")
-    return Measured(marginals, levels, selection, domains=tuple(domains))
-
-
+                          f"; {len(measured.selection)} pairs chosen privately" if measured.selection else "")
+    return Measured(marginals, levels, measured.selection, domains=tuple(domains))

@@ -6,6 +6,14 @@ import os
 import tempfile
 from pathlib import Path
 
+# One BLAS thread, set before anything loads numpy (OpenBLAS reads it once, at load) and inherited by the
+# releases the tests run in subprocesses. The suite's matrices are small (RAPPOR's 2048 x 51 design, the
+# junction tree's cliques): on 2 shared cores OpenBLAS's own threads spin against each other and against
+# the other process, and the RAPPOR decoding runs took 4.4x longer with them (0.64 s -> 2.79 s for 12).
+# Products of the same inputs are what the tests compare, so no assertion depends on the thread count.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # Prefect reads its settings at import: point it at a throw-away home before anything imports it.
 _HOME = tempfile.mkdtemp(prefix="dprelease-test-prefect-")
 os.environ["PREFECT_HOME"] = _HOME
