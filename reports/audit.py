@@ -90,18 +90,21 @@ def budget_table(audit: Audit) -> list[dict[str, str | float | None]]:
     """The audit's budget as rows of a table (Prefect's table artifact): each stage, the release, the lifetime.
 
     Every row gives the booked amount in the ledger's unit and, under zCDP, the epsilon that amount alone
-    converts to at the release's delta (CKS conversion), so a reader sees both.
+    converts to at the release's delta (CKS conversion), so a reader sees both. When (epsilon, delta)
+    mechanisms spent part of the delta, the conversion uses what they left (as the audit's total does),
+    and the delta column stays the declared one.
     """
     budget, life = audit.budget, audit.lifetime
     unit = budget.unit
     delta = Fraction(budget.declared.delta)
+    converting = delta - Fraction(budget.delta_spent or 0)
 
     def row(name: str, amount: Amount | None) -> dict[str, str | float | None]:
         if amount is None:
             return {"budget": name, unit: None, "epsilon": None, "delta": None}
         exact = amount.exact
         if unit == "rho":
-            epsilon = float(approx_from_zcdp_cks(ZCDPBudget(exact), delta).epsilon) if exact > 0 else 0.0
+            epsilon = float(approx_from_zcdp_cks(ZCDPBudget(exact), converting).epsilon) if exact > 0 else 0.0
             return {"budget": name, unit: float(exact), "epsilon": epsilon, "delta": float(delta)}
         return {"budget": name, unit: float(exact), "epsilon": float(exact), "delta": 0.0}
 

@@ -6,7 +6,7 @@ A collection spec (YAML)::
     protocol: OUE                      # GRR, SUE, OUE, OLH or RAPPOR
     epsilon: 1.0986                    # per report (GRR, SUE, OUE, OLH); RAPPOR states its own from k, h, f, p, q
     values: [CA, TX, ...]              # the public domain (RAPPOR: the candidate list)
-    rappor: {k: 32, h: 2, m: 64, f: 0.5, p: 0.5, q: 0.75}    # RAPPOR only
+    rappor: {k: 32, h: 1, m: 64, f: 9/16, p: 1/8, q: 11/16}  # RAPPOR only (examples/ldp-covid/rappor.yaml)
     batches: reports/                  # a folder of Parquet batches (relative to the spec)
 
 A report batch is a Parquet table with ``report_id`` (string, unique over the collection), ``params``

@@ -18,6 +18,8 @@ from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.smooth import SmoothMedian, smooth_sensitivity
 from dprelease.flows.release import release
+from dprelease.reports.audit import budget_table
+from dprelease.reports.audit_json import audit_from_json
 from dprelease.schemas.model import SchemaError
 from dprelease.schemas.plan import plan_release
 from dprelease.schemas.spec import load_spec
@@ -119,6 +121,10 @@ def test_ptr_and_smooth_medians_are_published_booked_with_delta_and_replayed(pre
     assert status.delta_spent == Fraction(2, 10**10) and status.epsilon == 3
     assert audit["budget"]["delta_spent"] == pytest.approx(2e-10)
     assert audit["budget"]["booked_as_epsilon_delta"]["epsilon"]["value"] <= 1
+    # The Prefect budget table converts at the delta the mechanisms left, as the audit's total does.
+    table = {row["budget"]: row for row in budget_table(audit_from_json((target / "audit.json").read_text()))}
+    assert table["this release (booked)"]["epsilon"] == pytest.approx(
+        audit["budget"]["booked_as_epsilon_delta"]["epsilon"]["value"], rel=1e-9)
     with Ledger.open(ledger) as book:  # the lifetime left is the usable cap at the delta left, less what was spent
         usable = book.status("us-cps-1994-adult").remaining
     assert audit["lifetime"]["remaining_after"]["value"] == pytest.approx(float(usable))
