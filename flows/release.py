@@ -117,7 +117,8 @@ def _run(spec_path: str, out_dir: Path, ledger_path: str, rid: str, loaded: Rele
             bounds = find_bounds(plan, ledger_path)
             mappings = find_mappings(plan, ledger_path) if plan.mappings else []
             bins = find_bins(plan, bounds, ledger_path) if plan.bins else []
-            statistics = measure_statistics(plan, bounds, ledger_path, str(staging)) if plan.statistics else []
+            summarised = plan.statistics or plan.aggregates
+            statistics = measure_statistics(plan, bounds, ledger_path, str(staging)) if summarised else []
             measured = measure_marginals(plan, bounds, ledger_path, str(steward), dask,
                                          {b.column: b.edges for b in bins})
             estimate = estimate_model(plan, bounds, measured)

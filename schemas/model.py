@@ -220,6 +220,37 @@ class StatisticsRequest:
 
 
 @dataclass(frozen=True)
+class AggregateRequest:
+    """A registered function by sample-and-aggregate (``stats:`` entry ``sample_and_aggregate:``).
+
+    Attributes:
+        function: A function of :data:`dp.statistics.aggregate.REGISTERED` (``slope``, ``ratio``).
+        x: Its first argument, a measured numeric column (the slope's regressor, the ratio's denominator).
+        y: Its second argument (the slope's response, the ratio's numerator).
+        chunks: k, the number of disjoint chunks the rows are split into (>= 2).
+        lower: The public lower end of the output range every chunk's result is clamped to.
+        upper: The public upper end.
+    """
+
+    function: str
+    x: str
+    y: str
+    chunks: int
+    lower: float
+    upper: float
+
+    @property
+    def arguments(self) -> str:
+        """The arguments, public: ``hours-per-week ~ age`` (a slope), ``capital-gain / age`` (a ratio)."""
+        return f"{self.y} {'~' if self.function == 'slope' else '/'} {self.x}"
+
+    @property
+    def name(self) -> str:
+        """A public name, e.g. ``slope(hours-per-week ~ age)``."""
+        return f"{self.function}({self.arguments})"
+
+
+@dataclass(frozen=True)
 class ReleaseSpec:
     """One release: dataset, inputs, budget, allocation and measurement plan.
 
@@ -256,6 +287,7 @@ class ReleaseSpec:
             the counting map runs (the reduce and the noise stay in the flow), or None (in process).
         internal: ``internal:``: the steward-only root (relative to the spec file), or None for the default.
         stats: ``stats:``: the numeric columns whose summary statistics the release publishes (stage ``stats``).
+        aggregates: ``stats:`` entries of registered functions by sample-and-aggregate (stage ``stats``).
     """
 
     dataset: str
@@ -282,6 +314,7 @@ class ReleaseSpec:
     dask_address: str | None = None
     internal: Path | None = None
     stats: tuple[StatisticsRequest, ...] = ()
+    aggregates: tuple[AggregateRequest, ...] = ()
 
     @property
     def mechanism_delta(self) -> Fraction:
@@ -291,6 +324,7 @@ class ReleaseSpec:
 
 __all__ = [
     "MAX_CELLS",
+    "AggregateRequest",
     "Binning",
     "Column",
     "Hierarchy",

@@ -23,7 +23,9 @@ from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.cliques import PlannedCliques
 from dprelease.dp.measurement.marginals import marginal_key
-from dprelease.schemas.model import MAX_CELLS, ReleaseSpec, SchemaError
+from dprelease.dp.statistics.aggregate import SampleAndAggregate
+from dprelease.dp.statistics.clipping import ClipBounds
+from dprelease.schemas.model import MAX_CELLS, AggregateRequest, ReleaseSpec, SchemaError
 from dprelease.schemas.plan_bounds import (
     PlannedBins,
     PlannedBounds,
@@ -112,6 +114,20 @@ class PlannedStatistics:
 
 
 @dataclass(frozen=True)
+class PlannedAggregate:
+    """A registered function by sample-and-aggregate, with its share of the ``stats`` stage."""
+
+    request: AggregateRequest
+    budget: Budget
+
+    def mechanism(self, contributions: int) -> SampleAndAggregate:
+        """The library mechanism (its output grid and additive mechanism) for units of ``contributions`` rows."""
+        r = self.request
+        return SampleAndAggregate(r.function, r.chunks, ClipBounds(r.lower, r.upper, "public"), self.budget,
+                                  contributions=contributions)
+
+
+@dataclass(frozen=True)
 class ReleasePlan:
     """Everything a release will spend, decided before any data is read (public).
 
@@ -148,6 +164,8 @@ class ReleasePlan:
     cliques: PlannedCliques | None = None
     statistics: tuple[PlannedStatistics, ...] = ()
     """``stats:``: every summarised column's plan (stage ``stats``)."""
+    aggregates: tuple[PlannedAggregate, ...] = ()
+    """``stats:`` entries ``sample_and_aggregate:`` (stage ``stats``)."""
     mappings: tuple[PlannedMapping, ...] = ()
     """Derived columns with ``mapping: private`` (stage ``bounds``)."""
     bins: tuple[PlannedBins, ...] = ()
@@ -193,6 +211,9 @@ class ReleasePlan:
             levels = f"; quantiles {', '.join(f'{float(q):g}' for q in st.quantiles)}" if st.quantiles else ""
             by = f" by {st.by} ({len(st.groups)} groups in parallel)" if st.by else ""
             out.append(f"    stats: {st.column}{by} ({', '.join(st.statistics)}{levels}), {unit}={float(spent):.6g}")
+        for ag in self.aggregates:
+            out.append(f"    stats: {ag.request.name} by sample and aggregate over {ag.request.chunks} chunks, "
+                       f"{unit}={float(ag.budget.amount):.6g}")
         if self.cliques is not None:
             c = self.cliques
             tree_epsilon = float(c.tree_budget.epsilon)
@@ -262,7 +283,7 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
             continue
         if name == "hierarchy" and not spec.schema.hierarchies:
             continue
-        if name == "stats" and not spec.stats:
+        if name == "stats" and not (spec.stats or spec.aggregates):
             continue
         stages[name] = budget
     # The declared shares are fractions of the release budget; an unused share is not spent.
@@ -302,25 +323,28 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
             raise SchemaError(f"{where}: budget: {query} would get noise of scale {scale:.3g} (limit "
                               f"{MAX_NOISE_SCALE:g}): the budget is too small for this plan; raise epsilon or "
                               "measure less")
+    statistics, aggregates = _plan_statistics(spec, stages)
     return ReleasePlan(
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=bounds,
         measurements=tuple(measurements), seed=seed, spec=spec, selection=selection, cliques=cliques,
-        statistics=_plan_statistics(spec, stages), mappings=mappings, bins=quantile_bins,
+        statistics=statistics, aggregates=aggregates, mappings=mappings, bins=quantile_bins,
         spent_share=total_amount / spec.budget.amount,
     )
 
 
 
-def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]) -> tuple[PlannedStatistics, ...]:
-    """The ``stats`` stage split equally over its columns; a column's share halved between moments and quantiles.
+def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]
+                     ) -> tuple[tuple[PlannedStatistics, ...], tuple[PlannedAggregate, ...]]:
+    """The ``stats`` stage split equally over its entries; a column's share halved between moments and quantiles.
 
     Per group, the quantiles' share is divided by min(c, G), the groups one privacy unit of c rows can touch
-    (:class:`dp.statistics.groups.GroupedQuantile` books that many times the per-group loss).
+    (:class:`dp.statistics.groups.GroupedQuantile` books that many times the per-group loss). A
+    sample-and-aggregate entry gets one whole share.
     """
-    if not spec.stats:
-        return ()
-    per_column = _share(stages["stats"], len(spec.stats))
+    if not (spec.stats or spec.aggregates):
+        return (), ()
+    per_column = _share(stages["stats"], len(spec.stats) + len(spec.aggregates))
     out = []
     for request in spec.stats:
         column = spec.schema.column(request.column)
@@ -333,7 +357,15 @@ def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]) -> tuple[Plan
                                      request.quantiles, moments, quantiles, column.min if public else None,
                                      column.max if public else None, request.by, groups, request.method,
                                      request.proposed_bound, request.delta))
-    return tuple(out)
+    unit = spec.schema.privacy_unit
+    aggregates = tuple(PlannedAggregate(request, per_column) for request in spec.aggregates)
+    for i, planned in enumerate(aggregates):  # the mechanism's own checks, before anything is reserved
+        try:
+            planned.mechanism(unit.max_rows if unit.id_column else 1)
+        except ParameterError as err:
+            raise SchemaError(f"{spec.source}: stats: sample_and_aggregate {planned.request.name} (aggregate {i}): "
+                              f"{err}") from None
+    return tuple(out), aggregates
 
 
 def _plan_cliques(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedCliques:

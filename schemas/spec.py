@@ -17,8 +17,18 @@ from dprelease.dp.accounting.budget import (
     validate_delta,
 )
 from dprelease.dp.errors import ParameterError
+from dprelease.dp.statistics.aggregate import REGISTERED
 from dprelease.schemas.identifiers import short
-from dprelease.schemas.model import _NAME, STAGES, STATISTICS, ReleaseSpec, StatisticsRequest, TableSchema, _fail
+from dprelease.schemas.model import (
+    _NAME,
+    STAGES,
+    STATISTICS,
+    AggregateRequest,
+    ReleaseSpec,
+    StatisticsRequest,
+    TableSchema,
+    _fail,
+)
 from dprelease.schemas.reading import _keys, _load_yaml, _resolve
 from dprelease.schemas.table import load_schema
 
@@ -67,7 +77,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         raise _fail(f"{where}: allocation.hierarchy", "must be 0 or absent: the schema declares no hierarchy; drop "
                     f"the key or move its share to {_spent_on(doc)}")
 
-    stats = _stats(f"{where}: stats", doc.get("stats"), schema, definition)
+    stats, aggregates = _stats(f"{where}: stats", doc.get("stats"), schema, definition)
     mechanism_delta = sum((request.delta for request in stats), Fraction(0))
     if mechanism_delta:
         if mechanism_delta >= delta:
@@ -79,9 +89,9 @@ def load_spec(path: Path | str) -> ReleaseSpec:
             if budget.amount > release_budget(cap_epsilon, delta, mechanism_delta).amount:
                 raise _fail(f"{where}: budget", "with the deltas of ptr and smooth medians taken out, must not "
                             "exceed release_cap")
-    if stats and allocation["stats"] <= 0:
+    if (stats or aggregates) and allocation["stats"] <= 0:
         raise _fail(f"{where}: allocation.stats", "must be positive when stats are asked for")
-    if not stats and allocation["stats"] > 0:
+    if not (stats or aggregates) and allocation["stats"] > 0:
         raise _fail(f"{where}: allocation.stats", "must be 0 or absent without stats; drop the key or move its "
                     f"share to {_spent_on(doc)} (or ask for stats:)")
 
@@ -102,7 +112,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path, hierarchy_split=split,
         weighting=weighting, auto_pairs=auto, auto_cliques=auto_cliques, root=root, clique_bins=clique_bins,
         dask_address=dask_address, internal=None if internal is None else (file.parent / internal).resolve(),
-        stats=stats,
+        stats=stats, aggregates=aggregates,
     )
 
 
@@ -220,17 +230,22 @@ def _pairs(where: str, raw_pairs: Any, schema: TableSchema, allocation: dict[str
 
 
 
-def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition) -> tuple[StatisticsRequest, ...]:
-    """``stats:``: a list of ``{column, statistics: [...], quantiles: [...]}`` over measured numeric columns."""
+def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition
+           ) -> tuple[tuple[StatisticsRequest, ...], tuple[AggregateRequest, ...]]:
+    """``stats:``: entries ``{column, statistics, quantiles}`` (numeric columns) and ``{sample_and_aggregate, ...}``."""
     if raw is None:
-        return ()
+        return (), ()
     if not isinstance(raw, list) or not raw:
         raise _fail(where, "must be a non-empty list of {column, statistics, quantiles}")
     out: list[StatisticsRequest] = []
+    aggregates: list[AggregateRequest] = []
     for i, item in enumerate(raw):
         loc = f"{where}[{i}]"
         if not isinstance(item, dict):
             raise _fail(loc, "must be a mapping with column and statistics")
+        if "sample_and_aggregate" in item:
+            aggregates.append(_aggregate(loc, item, schema))
+            continue
         _keys(loc, item, {"column", "statistics", "quantiles", "by", "method", "proposed_bound", "delta"},
               {"column", "statistics"})
         column = item["column"]
@@ -270,7 +285,43 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition) ->
             raise _fail(f"{loc}.method", f"{method} is not available with privacy_unit.id_column (its stability "
                         "argument is for one row); use method exponential, which bounds each unit's rows")
         out.append(StatisticsRequest(column, tuple(dict.fromkeys(wanted)), tuple(levels), by, method, bound, delta))
-    return tuple(out)
+    return tuple(out), tuple(aggregates)
+
+
+MAX_CHUNKS = 1_000_000
+"""The most chunks a sample-and-aggregate entry may ask for."""
+
+
+def _aggregate(loc: str, item: dict[str, Any], schema: TableSchema) -> AggregateRequest:
+    """One ``{sample_and_aggregate: function, x, y, chunks, range: [a, b]}`` entry of ``stats:``."""
+    keys = {"sample_and_aggregate", "x", "y", "chunks", "range"}
+    extra = sorted(set(item) - keys)
+    if extra:
+        raise _fail(f"{loc}.{extra[0]}", "is not a key of a sample_and_aggregate entry (which takes "
+                    "sample_and_aggregate, x, y, chunks and range); list column statistics in an entry of their own")
+    _keys(loc, item, keys, keys)
+    function = item["sample_and_aggregate"]
+    if not isinstance(function, str) or function not in REGISTERED:
+        raise _fail(f"{loc}.sample_and_aggregate", f"({short(function)}) must be a registered function: "
+                    f"{', '.join(sorted(REGISTERED))}")
+    for key in ("x", "y"):
+        column = item[key]
+        if not isinstance(column, str) or column not in schema.names:
+            raise _fail(f"{loc}.{key}", f"({column!r}) is not a declared column")
+        if not schema.column(column).numeric or schema.column(column).derived:
+            raise _fail(f"{loc}.{key}", f"({column!r}) must be a measured numeric column")
+    if item["x"] == item["y"]:
+        raise _fail(f"{loc}.y", "must differ from x")
+    chunks = item["chunks"]
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or not 2 <= chunks <= MAX_CHUNKS:
+        raise _fail(f"{loc}.chunks", f"must be a whole number from 2 to {MAX_CHUNKS}")
+    bounds = item["range"]
+    if (not isinstance(bounds, list) or len(bounds) != 2
+            or not all(not isinstance(b, bool) and isinstance(b, int | float) and math.isfinite(b) for b in bounds)):
+        raise _fail(f"{loc}.range", "must be [low, high]: two finite numbers, the public range of the function's value")
+    if not bounds[0] < bounds[1]:
+        raise _fail(f"{loc}.range", "must have low < high")
+    return AggregateRequest(function, item["x"], item["y"], chunks, float(bounds[0]), float(bounds[1]))
 
 
 METHODS = ("exponential", "ptr", "smooth")

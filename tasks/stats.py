@@ -26,6 +26,7 @@ from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.measurement.contributions import bound_contributions
 from dprelease.dp.mechanisms.random import secure_noise
+from dprelease.dp.statistics.aggregate import measure_aggregate
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.groups import GroupedQuantile, group_codes, measure_group_quantiles
 from dprelease.dp.statistics.medians import measure_median
@@ -37,7 +38,7 @@ from dprelease.dp.statistics.quantiles import (
     quantile_intervals,
     quantile_mechanisms,
 )
-from dprelease.schemas.plan import PlannedStatistics, ReleasePlan
+from dprelease.schemas.plan import PlannedAggregate, PlannedStatistics, ReleasePlan
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import read_table
 
@@ -148,6 +149,22 @@ def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.f
             "bounds": {"lower": clip.lower, "upper": clip.upper, "source": clip.source}, "groups": out_groups}
 
 
+def _aggregate(planned: PlannedAggregate, table: pa.Table, context: ReleaseContext,
+               records: list[MeasurementRecord], contributions: int) -> dict[str, object]:
+    """A registered function by sample-and-aggregate over the rows where both its columns are set."""
+    request = planned.request
+    x, y = _values(table.column(request.x)), _values(table.column(request.y))
+    both = ~(np.isnan(x) | np.isnan(y))  # a per-row public rule: a row's presence moves one chunk at most
+    result = measure_aggregate(np.column_stack([x[both], y[both]]), planned.mechanism(contributions), context,
+                               name=request.arguments)
+    records.append(result.record)
+    return {"function": request.function, "x": request.x, "y": request.y, "name": request.name,
+            "chunks": request.chunks, "range": [request.lower, request.upper], "estimate": result.estimate,
+            "low95": result.low, "high95": result.high,
+            "interval": "the noise only (95 %); the mean over chunks of n/k rows also has sampling error and the "
+                        "bias of clamping to the range"}
+
+
 @sensitive_task("measure_statistics")
 def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: str,
                        staging: str) -> list[MeasurementRecord]:
@@ -159,6 +176,7 @@ def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger
     spec = plan.spec
     unit = spec.schema.privacy_unit
     columns = list(dict.fromkeys([*(p.column for p in plan.statistics), *(p.by for p in plan.statistics if p.by),
+                                  *(c for a in plan.aggregates for c in (a.request.x, a.request.y)),
                                   *((unit.id_column,) if unit.id_column else ())]))
     table = read_table(spec.data, columns)
     contributions = 1
@@ -177,13 +195,15 @@ def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger
                                           contributions))
             else:
                 results.append(_one_column(planned, values, clip, context, plan.seed, records, contributions))
+        aggregates = [_aggregate(planned, table, context, records, contributions) for planned in plan.aggregates]
     del table
     target = Path(staging) / STATISTICS_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
     document = {"release_id": plan.release_id, "dataset": plan.dataset,
                 "note": "differentially private estimates; each interval covers the noise of its mechanism "
                         "(95 %), not clipping bias or sampling error",
-                "columns": results}
+                "columns": results, **({"aggregates": aggregates} if aggregates else {})}
     target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    get_run_logger().info("summary statistics of %d column(s) measured", len(results))
+    get_run_logger().info("summary statistics of %d column(s) and %d sample-and-aggregate function(s) measured",
+                          len(results), len(aggregates))
     return records

@@ -314,6 +314,8 @@ BAD_STATS: list[tuple[list[dict[str, Any]], dict[str, Any], str]] = [
      "stats[0].by: ('height') must be a declared category column"),
     ([{"column": "age", "statistics": ["mean"], "sample_and_aggregate": {"function": "slope"}}], {},
      "sample_and_aggregate"),
+    ([{"sample_and_aggregate": "median_of_ratios", "x": "age", "y": "height", "chunks": 10, "range": [0, 1]}], {},
+     "stats[0].sample_and_aggregate: ('median_of_ratios') must be a registered function: ratio, slope"),
     ([{"column": "age", "statistics": ["median"], "method": "ptr", "proposed_bound": 1, "delta": 1e-10}],
      {"budget": {"epsilon": 1}, "lifetime_budget": {"epsilon": 3}},
      "stats[0].method: ptr is (epsilon, delta)-DP: it needs a budget with delta (zCDP), not pure epsilon"),

@@ -22,6 +22,7 @@ STATS = [
     {"column": "age", "statistics": ["count", "mean", "std", "median", "quantiles"], "quantiles": [0.1, 0.9]},
     {"column": "capital-gain", "statistics": ["mean"]},  # no public bounds: the bounds stage finds them
 ]
+SLOPE = {"sample_and_aggregate": "slope", "x": "age", "y": "hours-per-week", "chunks": 1000, "range": [-1, 1]}
 
 
 def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
@@ -46,6 +47,15 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
          r"stats\[0\]\.by: \('hours-per-week'\) must be a declared category column"),
         ([{"column": "age", "statistics": ["mean"], "by": "sex"}] * 2,
          r"stats\[1\]\.column: \('age'\) is listed twice by sex"),
+        ([{**SLOPE, "sample_and_aggregate": "median_ratio"}],
+         r"stats\[0\]\.sample_and_aggregate: \('median_ratio'\) must be a registered function: ratio, slope"),
+        ([{**SLOPE, "x": "sex"}], r"stats\[0\]\.x: \('sex'\) must be a measured numeric column"),
+        ([{**SLOPE, "y": "age"}], r"stats\[0\]\.y: must differ from x"),
+        ([{**SLOPE, "range": [1, 1]}], r"stats\[0\]\.range: must have low < high"),
+        ([{**SLOPE, "range": [0, float("inf")]}], r"stats\[0\]\.range: must be \[low, high\]: two finite"),
+        ([{**SLOPE, "chunks": 1}], r"stats\[0\]\.chunks: must be a whole number from 2 to"),
+        ([{**SLOPE, "column": "age"}], r"stats\[0\]\.column: is not a key of a sample_and_aggregate entry"),
+        ([{k: v for k, v in SLOPE.items() if k != "chunks"}], r"stats\[0\]: missing required key 'chunks'"),
     ],
 )
 def test_a_bad_stats_section_is_one_line_naming_the_key_and_the_rule(tmp_path, stats, message):
@@ -95,11 +105,14 @@ def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path)
 @pytest.mark.e2e
 def test_statistics_by_group_are_booked_once_per_query_and_published_per_group(prefect_harness, tmp_path):
     stats = [{"column": "age", "statistics": ["count", "mean", "median"], "by": "sex"},
-             {"column": "hours-per-week", "statistics": ["mean"], "by": "race"}]
+             {"column": "hours-per-week", "statistics": ["mean"], "by": "race"}, SLOPE]
     spec = adult_example(tmp_path, allocation=ALLOCATION, stats=stats)
     plan = plan_release(load_spec(spec), "r", 1)
     assert plan.statistics[0].groups == ("Female", "Male") and plan.statistics[0].by == "sex"
     assert any("stats: age by sex (2 groups in parallel)" in line for line in plan.lines())
+    assert plan.aggregates[0].budget == plan.statistics[1].moments_budget  # one equal share per entry (no quantiles)
+    assert any("stats: slope(hours-per-week ~ age) by sample and aggregate over 1000 chunks" in line
+               for line in plan.lines())
     ledger, out = tmp_path / "ledger.sqlite", tmp_path / "out"
     target = Path(release(spec=str(spec), out=str(out), ledger=str(ledger), release_id="g1"))
     assert verify_release(target) == []
@@ -113,8 +126,19 @@ def test_statistics_by_group_are_booked_once_per_query_and_published_per_group(p
         assert abs(mean["estimate"] - sum(ages) / len(ages)) < 1.5 and mean["low95"] <= mean["estimate"]
         assert abs(group["quantiles"][0]["value"] - sorted(ages)[len(ages) // 2]) <= 3
     assert len(hours["groups"]) == 5
+    # The slope by sample-and-aggregate: its noise interval, within a few widths of the whole table's slope.
+    (slope,) = published["aggregates"]
+    xy = pq.read_table(spec.parent / "adult.parquet", columns=["age", "hours-per-week"]).to_pydict()
+    age_mean = sum(xy["age"]) / len(xy["age"])
+    hours_mean = sum(xy["hours-per-week"]) / len(xy["age"])
+    true_slope = (sum((a - age_mean) * (h - hours_mean) for a, h in zip(xy["age"], xy["hours-per-week"], strict=True))
+                  / sum((a - age_mean) ** 2 for a in xy["age"]))
+    assert slope["name"] == "slope(hours-per-week ~ age)" and -1 <= slope["low95"] <= slope["estimate"] <= 1
+    assert 0 < slope["high95"] - slope["low95"] < 0.5
+    assert abs(slope["estimate"] - true_slope) < 2 * (slope["high95"] - slope["low95"])
     with Ledger.open(ledger) as book:
         charges = [c for c in book.charges(release_id="g1") if c.stage == "stats"]
     queries = sorted(c.query for c in charges)
+    assert "sample and aggregate slope(hours-per-week ~ age), k=1000" in queries
     assert queries.count("count(age by sex)") == 1 and "quantile 1/2(age by sex)" in queries
     assert not any("| Female" in q or "| Male" in q for q in queries)  # one charge for all groups
