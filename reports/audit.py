@@ -32,11 +32,13 @@ from dprelease.reports.audit_records import (
     Privacy,
     PrivateChoices,
     PublicInputs,
+    PublishedStatistic,
     SecondParentSelections,
     SelectedPairs,
     StageBudget,
     Unit,
 )
+from dprelease.reports.statistics import markdown_section
 from dprelease.schemas.model import ReleaseSpec
 from dprelease.schemas.plan import ReleasePlan
 
@@ -136,6 +138,7 @@ def build_audit(
     cliques: Sequence[Sequence[str]] = (),
     coarse_bins: Mapping[str, int] | None = None,
     bound_quality: Mapping[str, tuple[str, str]] | None = None,
+    statistics: Sequence[PublishedStatistic] = (),
 ) -> Audit:
     """Assemble the public audit report (written as ``audit.json`` by :func:`reports.audit_json.audit_to_json`).
 
@@ -155,6 +158,7 @@ def build_audit(
         cliques: The junction tree's cliques (``cliques: auto``), (parents..., child) in sampling order.
         coarse_bins: For ``cliques: auto``, the number of coarse bins of each coarsened column.
         bound_quality: column -> public quality flags of its (lower, upper) discovered bounds.
+        statistics: The published summary statistics (``stats:``), DP outputs.
 
     Returns:
         The audit.
@@ -305,6 +309,7 @@ def build_audit(
         ),
         provenance=dict(provenance),
         limitations=LIMITATIONS,
+        statistics=tuple(statistics),
     )
 
 
@@ -363,6 +368,7 @@ def render_markdown(audit: Audit) -> str:
         if flagged:
             lines.append("")
             lines += [f"- {col}: lower {b.lower_quality}; upper {b.upper_quality}" for col, b in flagged]
+    lines += markdown_section(audit.statistics, unit)
     post = audit.post_processing
     lines += ["", "## Post-processing and sampling", "",
               f"- Row count: {post.row_count}; synthetic rows: {post.synthetic_rows}",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from fractions import Fraction
 from typing import Any, TypeVar
 
@@ -38,6 +39,7 @@ from dprelease.reports.audit_records import (
     Privacy,
     PrivateChoices,
     PublicInputs,
+    PublishedStatistic,
     SecondParentSelections,
     SelectedPairs,
     StageBudget,
@@ -139,6 +141,7 @@ def audit_as_dict(audit: Audit) -> dict[str, Any]:
         "post_processing": post_dict,
         "provenance": dict(audit.provenance),
         "limitations": list(audit.limitations),
+        **({"statistics": [asdict(row) for row in audit.statistics]} if audit.statistics else {}),
     }
 
 
@@ -240,6 +243,7 @@ def audit_from_dict(data: object) -> Audit:
             synthetic_rows=post.integer("synthetic_rows"), hierarchies=post.optional("hierarchies", _Object.text)),
         provenance={k: v.as_text() for k, v in top.child("provenance").entries()},
         limitations=top.texts("limitations"),
+        statistics=top.optional("statistics", _statistics) or (),
     )
 
 
@@ -379,3 +383,12 @@ def _second_parents(tree: _Object, key: str) -> SecondParentSelections:
     s = tree.child(key)
     return SecondParentSelections(run=s.integer("run"), skipped_single_candidate=s.integer("skipped_single_candidate"),
                                   note=s.text("note"))
+
+
+def _statistics(top: _Object, key: str) -> tuple[PublishedStatistic, ...]:
+    return tuple(PublishedStatistic(
+        subject=r.text("subject"), by=r.optional("by", _Object.text), group=r.optional("group", _Object.text),
+        statistic=r.text("statistic"), level=r.optional("level", _Object.number),
+        estimate=r.optional("estimate", _Object.number), low95=r.optional("low95", _Object.number),
+        high95=r.optional("high95", _Object.number), mechanism=r.text("mechanism"), bounds=r.text("bounds"),
+        budget=r.optional("budget", _Object.number)) for r in top.items(key))

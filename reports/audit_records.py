@@ -301,6 +301,34 @@ class PostProcessing:
 
 
 @dataclass(frozen=True)
+class PublishedStatistic:
+    """One published summary statistic (``stats:``), a row of ``statistics/statistics.parquet``: DP outputs only."""
+
+    subject: str
+    """The column (``age``) or the function (``slope(hours-per-week ~ age)``)."""
+    by: str | None
+    """The category column of the groups, or None."""
+    group: str | None
+    """The group (a declared category of ``by``), or None."""
+    statistic: str
+    """``count``, ``sum``, ``mean``, ``variance``, ``std``, ``quantile`` or the function's name."""
+    level: float | None
+    """The quantile's level, else None."""
+    estimate: float | None
+    """The DP estimate (None where propose-test-release refused)."""
+    low95: float | None
+    """Lower end of the 95 % interval of the noise, or None (none published)."""
+    high95: float | None
+    """Upper end, or None."""
+    mechanism: str
+    """The mechanism that released it."""
+    bounds: str
+    """The clipping bounds (or the function's output range) and where they came from."""
+    budget: float | None
+    """The budget of the entry's part that released it (moments, quantiles, the function), in the audit's unit."""
+
+
+@dataclass(frozen=True)
 class Audit:
     """The public privacy audit of one release (``audit.json``)."""
 
@@ -328,3 +356,5 @@ class Audit:
     """Package versions and the code commit."""
     limitations: tuple[str, ...]
     """What the guarantee does not promise."""
+    statistics: tuple[PublishedStatistic, ...] = ()
+    """The published summary statistics (``stats:``), empty without them."""

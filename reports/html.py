@@ -45,6 +45,7 @@ from dprelease.reports.html_parts import (
     _table,
     _unit,
 )
+from dprelease.reports.statistics import html_section
 
 __all__ = ["render_html"]
 
@@ -435,8 +436,10 @@ def render_html(audit: Audit) -> str:
     colours = _stage_colours(stage_names)
     toc = ('<nav class="toc"><a href="#protection">Protection</a><a href="#budget">Budget by stage</a>'
            '<a href="#lifetime">Lifetime budget</a><a href="#measurements">Measurements</a>'
-           '<a href="#bounds">Private choices</a><a href="#inputs">Public inputs</a><a href="#post">Post-processing</a>'
-           '<a href="#provenance">Provenance</a><a href="#limitations">Limitations</a></nav>')
+           + ('<a href="#statistics">Summary statistics</a>' if audit.statistics else "")
+           + '<a href="#bounds">Private choices</a><a href="#inputs">Public inputs</a>'
+           '<a href="#post">Post-processing</a><a href="#provenance">Provenance</a>'
+           '<a href="#limitations">Limitations</a></nav>')
     body = "\n".join([
         _header(audit, "Privacy audit report"),
         _cards(audit),
@@ -445,6 +448,7 @@ def render_html(audit: Audit) -> str:
         _stage_section(audit, colours),
         _lifetime_section(audit),
         _measurement_section(audit, colours),
+        html_section(audit.statistics, audit.budget.unit),
         _bounds_section(audit),
         _public_inputs_section(audit),
         _post_section(audit),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -29,6 +29,7 @@ def render_internal_html(
     utility: Mapping[str, Any],
     real_vs_synthetic: Mapping[str, Any] | None = None,
     risk: Mapping[str, Any] | None = None,
+    statistics: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """Render the steward-only utility and disclosure-risk report (never to be published).
 
@@ -40,6 +41,8 @@ def render_internal_html(
             of normalised frequencies, drawn as small multiples.
         risk: Optional ``internal/risk.json`` (:meth:`quality.risk.RiskReport.to_dict`): exact-match share,
             distances to the closest record, k-anonymity of the quasi-identifiers.
+        statistics: Optional published summary statistics with their true values
+            (:func:`quality.statistics_truth.true_statistics`).
 
     Returns:
         The HTML document.
@@ -119,6 +122,8 @@ def render_internal_html(
                "(relative frequencies)</p>")
         sections.append(_section("histograms", "Real vs synthetic, per column",
                                  key + '<div class="grid">' + "".join(figures) + "</div>"))
+    if statistics:
+        sections.append(_statistics_section(statistics, utility.get("evaluated") or {}))
     if risk:
         sections.append(_risk_section(risk))
     body = "\n".join([
@@ -171,3 +176,27 @@ def _risk_section(risk: Mapping[str, Any]) -> str:
                   f"samples of {_esc(evaluated.get('real_rows_evaluated', '–'))} rows of each table (a class of "
                   "the real sample is never larger than in the whole table).</p>")
     return _section("risk", "Disclosure risk", cards + dist + table, _esc(lead))
+
+
+def _statistics_section(statistics: Sequence[Mapping[str, Any]], evaluated: Mapping[str, Any]) -> str:
+    """The published statistics beside their true values (raw data: steward only)."""
+
+    def number(value: Any) -> str:
+        return "–" if value is None else _esc(_num(value, 6))
+
+    rows = []
+    for s in statistics:
+        label = f"quantile {s['level']:g}" if s.get("level") is not None else str(s["statistic"])
+        if s.get("group") is not None:
+            label += f" ({s['by']} = {s['group']})"
+        interval = "–" if s.get("low95") is None else f"[{number(s['low95'])}, {number(s['high95'])}]"
+        inside = {True: "yes", False: "<strong>no</strong>", None: "–"}[s.get("inside")]
+        rows.append([_code(s["subject"]), _esc(label), number(s.get("estimate")), interval, number(s.get("true")),
+                     inside])
+    sampled = evaluated.get("real_rows_evaluated") != evaluated.get("real_rows")
+    lead = ("The DP estimates as published, their 95 % noise intervals, and the true values computed from the raw "
+            "rows without clipping" + (" (on the evaluated sample of real rows)" if sampled else "")
+            + ". A true value outside its interval shows noise (1 in 20 by design), clipping bias or, for "
+            "sample-and-aggregate, the chunks' sampling error.")
+    return _section("statistics", "Summary statistics: published against true",
+                    _table(["of", "statistic", "DP estimate", "95 % interval", "true", "inside"], rows), _esc(lead))

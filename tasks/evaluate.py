@@ -26,9 +26,11 @@ from prefect import get_run_logger
 from dprelease.dp.errors import InternalError
 from dprelease.quality.kanonymity import k_anonymity_comparison
 from dprelease.quality.risk import closest_record_distances, exact_match_share
+from dprelease.quality.statistics_truth import true_statistics
 from dprelease.quality.utility import utility
 from dprelease.reports.audit_json import audit_from_json
 from dprelease.reports.internal_html import render_internal_html
+from dprelease.reports.statistics import STATISTICS_FILE, statistic_rows
 from dprelease.schemas.model import TableSchema
 from dprelease.schemas.plan import ReleasePlan
 from dprelease.tasks import sensitive_task
@@ -135,7 +137,7 @@ def _sample_synthetic(path: Path, columns: Sequence[str], chooser: np.random.Gen
 
 @sensitive_task("evaluate_utility")
 def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, steward: str) -> None:
-    """Write the internal report: utility (TVD yardstick), disclosure risk, the input's fingerprint.
+    """Write the internal report: utility, disclosure risk, the input's fingerprint, statistics beside the truth.
 
     Runs after publication, on the published synthetic table (``release_dir``/``table_file``).
     Everything here is computed from the raw table without noise, so it goes to the release's
@@ -187,8 +189,13 @@ def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, stewa
     write_internal(out, "input.json", json.dumps(_fingerprint(spec.data, real_rows), indent=2))
     audit = audit_from_json((root / "audit.json").read_text(encoding="utf-8"))
     histograms = cast("dict[str, Any]", report.pop("histograms"))
+    truths = None
+    if (root / STATISTICS_FILE).exists():  # the published statistics beside their true values (steward only)
+        document = json.loads((root / STATISTICS_FILE).read_text(encoding="utf-8"))
+        truths = true_statistics(statistic_rows(document), document, real)
+        write_internal(out, "statistics.json", json.dumps({"evaluated": evaluated, "statistics": truths}, indent=2))
     write_internal(out, "report.html", render_internal_html(audit, report, histograms,
-                                                             risk if "dcr" in risk else None))
+                                                             risk if "dcr" in risk else None, truths))
     get_run_logger().info("internal report (utility, disclosure risk) written")
 
 

@@ -20,7 +20,9 @@ from dprelease.dp.errors import ReleaseError
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.reports.audit import budget_table, build_audit, render_markdown
 from dprelease.reports.audit_json import audit_from_json, audit_to_json
+from dprelease.reports.audit_records import PublishedStatistic
 from dprelease.reports.html import render_html
+from dprelease.reports.statistics import STATISTICS_FILE, statistic_rows
 from dprelease.schemas.plan import ReleasePlan
 from dprelease.tasks import public_task, sensitive_task
 from dprelease.tasks.measure import Measured
@@ -81,11 +83,20 @@ def write_report(
         cliques=synthesis.cliques,
         coarse_bins={c: int(m.max()) + 1 for c, m in measured.maps.items()},
         bound_quality={b.column: b.quality() for b in bounds},
+        statistics=_published_statistics(Path(staging)),
     )
     root = Path(staging)
     (root / "audit.json").write_text(audit_to_json(audit), encoding="utf-8")
     (root / "audit.md").write_text(render_markdown(audit), encoding="utf-8")
     (root / "audit.html").write_text(render_html(audit), encoding="utf-8")
+
+
+def _published_statistics(root: Path) -> list[PublishedStatistic]:
+    """The summary statistics the stats task staged (public DP outputs), as the audit's rows."""
+    document = root / STATISTICS_FILE
+    if not document.exists():
+        return []
+    return statistic_rows(json.loads(document.read_text(encoding="utf-8")))
 
 
 def _manifest(plan: ReleasePlan, root: Path, ledger_path: str | None = None) -> dict[str, object]:

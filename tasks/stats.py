@@ -5,13 +5,15 @@ or found by the release's bounds stage: DP outputs, already booked) and measured
 :mod:`dp.statistics`: count, sum and sum of squares with the additive mechanism, quantiles with the
 exponential mechanism (or the median by propose-test-release or smooth sensitivity, ``method:``), every draw
 through the one noisy-result path (booked in stage ``stats``,
-replayed on a re-run). What leaves the task is the DP estimates with their 95 % intervals, written to
-``statistics/statistics.json`` in the staging folder (public, listed in the manifest).
+replayed on a re-run); registered functions by sample-and-aggregate. What leaves the task is the DP estimates
+with their 95 % intervals, written to ``statistics/statistics.json`` and, one row a statistic,
+``statistics/statistics.parquet`` in the staging folder (public, listed in the manifest).
 """
 
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import get_run_logger
 
-from dprelease.dp.accounting.budget import ZCDPBudget
+from dprelease.dp.accounting.budget import Budget, ZCDPBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds
@@ -38,12 +40,15 @@ from dprelease.dp.statistics.quantiles import (
     quantile_intervals,
     quantile_mechanisms,
 )
+from dprelease.reports.statistics import (
+    STATISTICS_FILE,
+    STATISTICS_PARQUET,
+    statistic_rows,
+    write_statistics_parquet,
+)
 from dprelease.schemas.plan import PlannedAggregate, PlannedStatistics, ReleasePlan
 from dprelease.tasks import sensitive_task
 from dprelease.tasks.ingest import read_table
-
-STATISTICS_FILE = "statistics/statistics.json"
-"""Where the statistics are published, relative to the release folder."""
 
 
 def _values(column: pa.ChunkedArray) -> np.ndarray[Any, np.dtype[np.float64]]:
@@ -51,9 +56,20 @@ def _values(column: pa.ChunkedArray) -> np.ndarray[Any, np.dtype[np.float64]]:
     return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def _estimate(estimate: Estimate) -> dict[str, object]:
+def _estimate(estimate: Estimate, mechanism: str, budget: Budget) -> dict[str, object]:
     return {"statistic": estimate.statistic, "estimate": estimate.estimate, "low95": estimate.low,
-            "high95": estimate.high, "interval": estimate.method}
+            "high95": estimate.high, "interval": estimate.method, "mechanism": mechanism,
+            "budget": float(budget.amount)}
+
+
+def _quantile(level: Fraction, value: float | None, low: float | None, high: float | None, mechanism: str,
+              budget: Budget | None) -> dict[str, object]:
+    return {"level": float(level), "value": value, "low95": low, "high95": high, "mechanism": mechanism,
+            "budget": None if budget is None else float(budget.amount)}
+
+
+METHOD_NAMES = {"exponential": "exponential mechanism", "ptr": "propose-test-release", "smooth": "smooth sensitivity"}
+"""How each ``method:`` of a median or quantile is named in statistics.json and its Parquet table."""
 
 
 def _clip_bounds(planned: PlannedStatistics, bounds: list[DiscoveredBounds]) -> ClipBounds:
@@ -78,17 +94,19 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
     for name in ("sum", "mean", "variance", "std"):
         if name in wanted:
             estimates.append(getattr(moments, name)())
+    additive = f"{moments.records[0].mechanism} (count, sum, sum of squares)"
     out: dict[str, object] = {
         "column": planned.column,
         "bounds": {"lower": clip.lower, "upper": clip.upper, "source": clip.source},
-        "estimates": [_estimate(e) for e in estimates],
+        "estimates": [_estimate(e, additive, planned.moments_budget) for e in estimates],
     }
     if planned.quantiles and planned.method != "exponential":
         assert isinstance(planned.quantiles_budget, ZCDPBudget)  # the spec allows ptr and smooth under zCDP only
         median = measure_median(values, grid, planned.method, planned.quantiles_budget, planned.delta, context,
                                 column=planned.column, proposed_bound=planned.proposed_bound)
         records.extend(median.records)
-        out["quantiles"] = [{"level": 0.5, "value": median.value, "low95": median.low, "high95": median.high,
+        out["quantiles"] = [{**_quantile(Fraction(1, 2), median.value, median.low, median.high,
+                                         METHOD_NAMES[planned.method], planned.quantiles_budget),
                              "method": planned.method, "delta": float(planned.delta), "outcome": median.outcome}]
     elif planned.quantiles:
         assert planned.quantiles_budget is not None  # the plan gives a share when quantiles are asked for
@@ -97,7 +115,7 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
         released = measure_quantiles(values, mechanisms, context, column=planned.column)
         records.extend(released.records)
         intervals = quantile_intervals(released, max(1.0, count.estimate))
-        out["quantiles"] = [{"level": float(level), "value": value, "low95": low, "high95": high}
+        out["quantiles"] = [_quantile(level, value, low, high, METHOD_NAMES["exponential"], planned.quantiles_budget)
                             for level, value, (low, high) in zip(released.levels, released.values, intervals,
                                                                  strict=True)]
     return out
@@ -136,12 +154,15 @@ def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.f
         count = moments[g].count()
         estimates = [count, *(getattr(moments[g], name)() for name in ("sum", "mean", "variance", "std")
                               if name in wanted)]
-        entry: dict[str, object] = {"group": label, "estimates": [_estimate(e) for e in estimates]}
+        additive = f"{moments[g].records[0].mechanism} (count, sum, sum of squares)" if moments[g].records else ""
+        entry: dict[str, object] = {"group": label, "estimates": [_estimate(e, additive, planned.moments_budget)
+                                                                  for e in estimates]}
         if quantile_mechs:
             ordered = NoisyQuantiles(planned.column, grid, tuple(quantile_mechs), tuple(planned.quantiles),
                                      tuple(sorted(released[g])), ())
             intervals = quantile_intervals(ordered, max(1.0, count.estimate))
-            entry["quantiles"] = [{"level": float(level), "value": value, "low95": low, "high95": high}
+            entry["quantiles"] = [_quantile(level, value, low, high, METHOD_NAMES["exponential"],
+                                            planned.quantiles_budget)
                                   for level, value, (low, high) in zip(ordered.levels, ordered.values, intervals,
                                                                        strict=True)]
         out_groups.append(entry)
@@ -160,7 +181,8 @@ def _aggregate(planned: PlannedAggregate, table: pa.Table, context: ReleaseConte
     records.append(result.record)
     return {"function": request.function, "x": request.x, "y": request.y, "name": request.name,
             "chunks": request.chunks, "range": [request.lower, request.upper], "estimate": result.estimate,
-            "low95": result.low, "high95": result.high,
+            "low95": result.low, "high95": result.high, "budget": float(planned.budget.amount),
+            "mechanism": f"{result.record.mechanism} (sample and aggregate)",
             "interval": "the noise only (95 %); the mean over chunks of n/k rows also has sampling error and the "
                         "bias of clamping to the range"}
 
@@ -200,10 +222,12 @@ def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger
     target = Path(staging) / STATISTICS_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
     document = {"release_id": plan.release_id, "dataset": plan.dataset,
+                "budget_unit": "rho" if plan.definition == "zcdp" else "epsilon",
                 "note": "differentially private estimates; each interval covers the noise of its mechanism "
                         "(95 %), not clipping bias or sampling error",
                 "columns": results, **({"aggregates": aggregates} if aggregates else {})}
     target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_statistics_parquet(statistic_rows(document), Path(staging) / STATISTICS_PARQUET)
     get_run_logger().info("summary statistics of %d column(s) and %d sample-and-aggregate function(s) measured",
                           len(results), len(aggregates))
     return records

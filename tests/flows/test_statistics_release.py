@@ -16,6 +16,7 @@ from dprelease.schemas.plan import plan_release
 from dprelease.schemas.spec import load_spec
 from dprelease.tasks.staging import verify_release
 from tests.examples import adult_example
+from tests.steward import steward_of
 
 ALLOCATION = {"bounds": 0.05, "one_way": 0.35, "selection": 0.04, "cliques": 0.41, "hierarchy": 0.05, "stats": 0.10}
 STATS = [
@@ -71,6 +72,10 @@ def test_stats_and_their_share_go_together(tmp_path):
         load_spec(adult_example(tmp_path / "b", allocation=ALLOCATION))
 
 
+def age_bounds_text(entry):
+    return f"[{entry['bounds']['lower']:g}, {entry['bounds']['upper']:g}] {entry['bounds']['source']}"
+
+
 @pytest.mark.e2e
 def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path):
     spec = adult_example(tmp_path, allocation=ALLOCATION, stats=STATS)
@@ -93,6 +98,17 @@ def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path)
     assert {c.query for c in stats} >= {"count(age)", "sum(age)", "sum_of_squares(age)", "count(capital-gain)"}
     audit = json.loads((target / "audit.json").read_text())
     assert any(m["stage"] == "stats" for m in audit["measurements"])
+    # The same figures as a table, in the audit (with a chart) and, beside the truth, in the steward's report.
+    assert "statistics/statistics.parquet" in {f["path"] for f in manifest["files"]}
+    table = pq.read_table(target / "statistics" / "statistics.parquet").to_pylist()
+    assert [(r["subject"], r["statistic"]) for r in table][:3] == [("age", "count"), ("age", "mean"), ("age", "std")]
+    assert table[1]["estimate"] == mean["estimate"] and table[1]["bounds"] == age_bounds_text(age)
+    assert [r["subject"] for r in audit["statistics"]] == [r["subject"] for r in table]
+    assert "## Summary statistics" in (target / "audit.md").read_text()
+    assert 'id="statistics"' in (target / "audit.html").read_text()
+    truths = json.loads((steward_of(target) / "statistics.json").read_text())["statistics"]
+    true_mean = next(t for t in truths if t["subject"] == "age" and t["statistic"] == "mean")
+    assert abs(true_mean["true"] - real.mean()) < 1e-9
     # The published folder lost: a re-run of the same release id replays every draw, the same file.
     first = (target / "statistics" / "statistics.json").read_bytes()
     shutil.rmtree(target)

@@ -1,0 +1,102 @@
+"""The true value of every published summary statistic, for the steward's internal report (never published).
+
+Computed from the raw rows without noise and without clipping, so the steward sees the DP estimate, its
+interval and the truth side by side: a true value outside the interval shows noise, clipping bias or (for
+sample-and-aggregate) the chunks' sampling error. Statistics are the release's definitions: variance with
+divisor n, quantiles the smallest value whose empirical CDF reaches the level, the slope by least squares,
+the ratio Σy/Σx over rows where both columns are set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class _Row(Protocol):
+    """A published statistic's row (``reports.audit_records.PublishedStatistic``), as read here."""
+
+    @property
+    def subject(self) -> str: ...
+    @property
+    def by(self) -> str | None: ...
+    @property
+    def group(self) -> str | None: ...
+    @property
+    def statistic(self) -> str: ...
+    @property
+    def level(self) -> float | None: ...
+    @property
+    def estimate(self) -> float | None: ...
+    @property
+    def low95(self) -> float | None: ...
+    @property
+    def high95(self) -> float | None: ...
+
+
+def _floats(table: pa.Table, column: str) -> FloatArray:
+    return np.asarray(table.column(column).cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _moment(values: FloatArray, statistic: str, level: float | None) -> float | None:
+    values = values[~np.isnan(values)]
+    if statistic == "count":
+        return float(len(values))
+    if not len(values):
+        return None
+    if statistic == "sum":
+        return float(values.sum())
+    if statistic == "mean":
+        return float(values.mean())
+    if statistic in ("variance", "std"):
+        variance = float(values.var())
+        return variance if statistic == "variance" else math.sqrt(variance)
+    if statistic == "quantile" and level is not None:
+        return float(np.quantile(values, level, method="inverted_cdf"))
+    return None
+
+
+def _function(table: pa.Table, aggregate: Mapping[str, Any]) -> float | None:
+    x, y = _floats(table, str(aggregate["x"])), _floats(table, str(aggregate["y"]))
+    both = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[both], y[both]
+    if aggregate["function"] == "ratio":
+        return float(y.sum() / x.sum()) if x.sum() != 0 else None
+    dx = x - x.mean() if len(x) else x
+    denominator = float(np.dot(dx, dx))
+    return float(np.dot(dx, y - y.mean()) / denominator) if denominator > 0 else None
+
+
+def true_statistics(rows: Sequence[_Row], document: Mapping[str, Any],
+                    table: pa.Table) -> list[dict[str, Any]]:
+    """Each published row with its true value and whether its interval holds it (raw data: steward only).
+
+    Args:
+        rows: The published statistics (``reports.statistics.statistic_rows`` of ``document``).
+        document: The published ``statistics.json`` (for the functions' columns).
+        table: The real rows (categories as strings).
+    """
+    functions = {str(a["name"]): a for a in document.get("aggregates", ())}
+    out = []
+    for row in rows:
+        if row.subject in functions:
+            truth = _function(table, functions[row.subject])
+        else:
+            values = _floats(table, row.subject)
+            if row.by is not None and row.group is not None:
+                groups = np.asarray(table.column(row.by).cast(pa.string()).to_numpy(zero_copy_only=False))
+                values = values[groups == row.group]
+            truth = _moment(values, row.statistic, row.level)
+        inside = (None if truth is None or row.low95 is None or row.high95 is None
+                  else bool(row.low95 <= truth <= row.high95))
+        out.append({"subject": row.subject, "group": row.group, "by": row.by, "statistic": row.statistic,
+                    "level": row.level, "estimate": row.estimate, "low95": row.low95, "high95": row.high95,
+                    "true": truth, "inside": inside})
+    return out

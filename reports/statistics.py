@@ -1,0 +1,162 @@
+"""The published summary statistics as rows: a Parquet table beside ``statistics.json``, and the audit's section.
+
+Post-processing of DP outputs only: everything here reads the public document the stats task wrote
+(``statistics/statistics.json``: estimates, intervals, bounds, mechanisms and budgets), never the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dprelease.reports.audit_records import PublishedStatistic
+from dprelease.reports.charts import _ACCENT, _MUTED, _WIDTH_IN, _chart, _style_value_axis
+from dprelease.reports.html_parts import _code, _esc, _section, _table, _unit
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+STATISTICS_FILE = "statistics/statistics.json"
+"""Where the statistics are published, relative to the release folder."""
+STATISTICS_PARQUET = "statistics/statistics.parquet"
+"""The statistics as one table (a row a statistic and group), relative to the release folder."""
+
+_SCHEMA = pa.schema([
+    ("subject", pa.string()), ("by", pa.string()), ("group", pa.string()), ("statistic", pa.string()),
+    ("level", pa.float64()), ("estimate", pa.float64()), ("low95", pa.float64()), ("high95", pa.float64()),
+    ("mechanism", pa.string()), ("bounds", pa.string()), ("budget", pa.float64()),
+])
+
+EXPLANATION = (
+    "Each interval covers the noise its mechanism added, with 95 % probability; it does not cover sampling "
+    "error, nor the bias of clipping values to the bounds shown (values outside them were moved to the nearer "
+    "bound before measuring: a mean or a quantile near a bound can be pulled towards it). Bounds marked svt were "
+    "found privately by the release's bounds stage; public ones come from the schema. A median by "
+    "smooth sensitivity has no interval (its width would reveal the private noise scale); one by "
+    "propose-test-release is either released or refused."
+)
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _bounds(bounds: Mapping[str, Any]) -> str:
+    return f"[{float(bounds['lower']):g}, {float(bounds['upper']):g}] {bounds['source']}"
+
+
+def _part(subject: str, bounds: str, by: str | None, group: str | None,
+          part: Mapping[str, Any]) -> list[PublishedStatistic]:
+    rows = [PublishedStatistic(subject, by, group, str(e["statistic"]), None, _number(e["estimate"]),
+                               _number(e["low95"]), _number(e["high95"]), str(e.get("mechanism", "")), bounds,
+                               _number(e.get("budget")))
+            for e in part.get("estimates", ())]
+    rows += [PublishedStatistic(subject, by, group, "quantile", float(q["level"]), _number(q["value"]),
+                                _number(q["low95"]), _number(q["high95"]), str(q.get("mechanism", "")), bounds,
+                                _number(q.get("budget")))
+             for q in part.get("quantiles", ())]
+    return rows
+
+
+def statistic_rows(document: Mapping[str, Any]) -> list[PublishedStatistic]:
+    """Flatten ``statistics.json`` to one row per statistic (and group, and quantile level)."""
+    rows: list[PublishedStatistic] = []
+    for column in document.get("columns", ()):
+        bounds, by = _bounds(column["bounds"]), column.get("by")
+        if by is None:
+            rows += _part(str(column["column"]), bounds, None, None, column)
+        else:
+            for group in column["groups"]:
+                rows += _part(str(column["column"]), bounds, str(by), str(group["group"]), group)
+    for aggregate in document.get("aggregates", ()):
+        low, high = aggregate["range"]
+        rows.append(PublishedStatistic(
+            str(aggregate["name"]), None, None, str(aggregate["function"]), None, _number(aggregate["estimate"]),
+            _number(aggregate["low95"]), _number(aggregate["high95"]), str(aggregate.get("mechanism", "")),
+            f"range [{float(low):g}, {float(high):g}] public", _number(aggregate.get("budget"))))
+    return rows
+
+
+def write_statistics_parquet(rows: Sequence[PublishedStatistic], path: Path) -> None:
+    """Write the rows as a Parquet table (one row a statistic; null where a value is not published)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = [f.name for f in fields(PublishedStatistic)]
+    columns = {name: [asdict(row)[name] for row in rows] for name in names}
+    pq.write_table(pa.table(columns, schema=_SCHEMA), path)
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def _label(row: PublishedStatistic) -> str:
+    statistic = f"quantile {row.level:g}" if row.level is not None else row.statistic
+    return statistic + (f" ({row.by} = {row.group})" if row.group is not None else "")
+
+
+def markdown_section(rows: Iterable[PublishedStatistic], unit: str) -> list[str]:
+    """The audit.md section: a table of every statistic with its interval, mechanism, bounds and budget."""
+    rows = list(rows)
+    if not rows:
+        return []
+    lines = ["", "## Summary statistics", "", EXPLANATION, "",
+             f"| of | statistic | estimate | 95 % interval | mechanism | bounds | {unit} |",
+             "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        interval = "-" if row.low95 is None or row.high95 is None else f"[{row.low95:.6g}, {row.high95:.6g}]"
+        lines.append(f"| {row.subject} | {_label(row)} | {_cell(row.estimate)} | {interval} | {row.mechanism} | "
+                     f"{row.bounds} | {_cell(row.budget)} |")
+    return lines
+
+
+def _plotted(rows: Sequence[PublishedStatistic]) -> dict[str, list[PublishedStatistic]]:
+    """Per subject, the rows drawn in the chart: means, quantiles and functions (one scale per subject)."""
+    panels: dict[str, list[PublishedStatistic]] = {}
+    for row in rows:
+        if row.estimate is not None and row.statistic not in ("count", "sum", "variance", "std"):
+            panels.setdefault(row.subject, []).append(row)
+    return panels
+
+
+def _draw(fig: Figure, panels: Mapping[str, Sequence[PublishedStatistic]]) -> None:
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    for ax, (subject, rows) in zip(axes, panels.items(), strict=True):
+        groups = list(dict.fromkeys(row.group or "all rows" for row in rows))
+        for row in rows:
+            y = groups.index(row.group or "all rows")
+            quantile = row.level is not None
+            colour, marker = (_MUTED, "|") if quantile else (_ACCENT, "o")
+            if row.low95 is not None and row.high95 is not None:
+                ax.plot([row.low95, row.high95], [y, y], color=colour, linewidth=1.0 if quantile else 2.2,
+                        solid_capstyle="butt", zorder=2)
+            ax.plot([row.estimate], [y], marker=marker, color=colour, markersize=9 if quantile else 5, zorder=3)
+        ax.set_yticks(range(len(groups)), groups)
+        ax.set_ylim(len(groups) - 0.5, -0.5)
+        ax.set_title(f"{subject}: mean or estimate (dot) and quantiles (ticks), each with its 95 % noise interval",
+                     loc="left", fontsize=9)
+        _style_value_axis(ax)
+
+
+def html_section(rows: Sequence[PublishedStatistic], unit: str) -> str:
+    """The audit.html section: a chart of the means, quantiles and functions with their intervals, and the table."""
+    if not rows:
+        return ""
+    panels = _plotted(rows)
+    chart = ""
+    if panels:
+        height = sum(0.75 + 0.3 * len({r.group for r in p}) for p in panels.values())
+        chart = _chart(_WIDTH_IN, height, lambda fig: _draw(fig, panels),
+                       "The published means, quantiles and functions with their 95 % noise intervals")
+
+    def interval(row: PublishedStatistic) -> str:
+        return "-" if row.low95 is None or row.high95 is None else f"[{row.low95:.6g}, {row.high95:.6g}]"
+
+    table = _table(["of", "statistic", "estimate", "95 % interval", "mechanism", "bounds", _esc(_unit(unit))],
+                   [[_code(row.subject), _esc(_label(row)), _esc(_cell(row.estimate)), _esc(interval(row)),
+                     _esc(row.mechanism), _esc(row.bounds), _esc(_cell(row.budget))] for row in rows])
+    return _section("statistics", "Summary statistics", chart + table, EXPLANATION)
