@@ -137,8 +137,7 @@ def _draw(fig: Figure, panels: Mapping[str, Sequence[PublishedStatistic]]) -> No
             ax.plot([row.estimate], [y], marker=marker, color=colour, markersize=9 if quantile else 5, zorder=3)
         ax.set_yticks(range(len(groups)), groups)
         ax.set_ylim(len(groups) - 0.5, -0.5)
-        ax.set_title(f"{subject}: mean or estimate (dot) and quantiles (ticks), each with its 95 % noise interval",
-                     loc="left", fontsize=9)
+        ax.set_title(subject, loc="left", fontsize=9)
         _style_value_axis(ax)
 
 
@@ -159,4 +158,6 @@ def html_section(rows: Sequence[PublishedStatistic], unit: str) -> str:
     table = _table(["of", "statistic", "estimate", "95 % interval", "mechanism", "bounds", _esc(_unit(unit))],
                    [[_code(row.subject), _esc(_label(row)), _esc(_cell(row.estimate)), _esc(interval(row)),
                      _esc(row.mechanism), _esc(row.bounds), _esc(_cell(row.budget))] for row in rows])
-    return _section("statistics", "Summary statistics", chart + table, EXPLANATION)
+    key = ('<p class="small">Dot: a mean or a function\'s estimate; tick: a quantile; bar: its 95 % noise '
+           "interval. Counts, sums, variances and standard deviations are in the table.</p>") if chart else ""
+    return _section("statistics", "Summary statistics", key + chart + table, EXPLANATION)
