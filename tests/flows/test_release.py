@@ -59,14 +59,48 @@ def _public_files(release: Path) -> list[Path]:
     return [p for p in release.rglob("*") if p.is_file()]  # a release folder holds public files only
 
 
+class _Logs(logging.Handler):
+    """What pytest's ``caplog`` holds after ``caplog.set_level(logging.DEBUG)``: every record reaching the
+    root logger, at DEBUG and above, and their text in caplog's format."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(logging.Formatter("%(levelname)-8s %(name)s:%(filename)s:%(lineno)d %(message)s"))
+        self.records: list[logging.LogRecord] = []
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        self.lines.append(self.format(record))
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
 @pytest.fixture(scope="module")
-def adult_release(prefect_harness, tmp_path_factory):
+def adult_logs() -> _Logs:
+    """The logs of :func:`adult_release`'s run, captured at DEBUG."""
+    return _Logs()
+
+
+@pytest.fixture(scope="module")
+def adult_release(prefect_harness, tmp_path_factory, adult_logs):
+    """One release of Adult with canary cells (shared by the module's tests), its logs in ``adult_logs``."""
     from dprelease.flows.release import release
 
     tmp = tmp_path_factory.mktemp("adult")
     spec = _example(tmp, _canary_table())
     ledger = tmp / "ledger.sqlite"
-    target = release(spec=str(spec), out=str(tmp / "out"), ledger=str(ledger), release_id="r-e2e-1")
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.DEBUG)
+    root.addHandler(adult_logs)
+    try:
+        target = release(spec=str(spec), out=str(tmp / "out"), ledger=str(ledger), release_id="r-e2e-1")
+    finally:
+        root.removeHandler(adult_logs)
+        root.setLevel(level)
     return Path(target), spec, ledger
 
 
@@ -263,12 +297,8 @@ def test_a_failing_stage_publishes_nothing_and_keeps_drawn_charges(prefect_harne
         assert book.status("us-cps-1994-adult").reserved == 0
 
 
-def test_logs_hold_no_raw_value(prefect_harness, tmp_path, caplog):
-    from dprelease.flows.release import release
-
-    caplog.set_level(logging.DEBUG)
-    spec = _example(tmp_path, _canary_table())
-    release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(tmp_path / "l.sqlite"), release_id="logs")
+def test_logs_hold_no_raw_value(adult_release, adult_logs):
+    caplog = adult_logs  # the release of Adult with canaries, its logs captured at DEBUG as caplog would
     assert caplog.records
     assert CANARY_TEXT not in caplog.text and str(CANARY_NUMBER) not in caplog.text
 

@@ -16,7 +16,9 @@ from prefect.client.schemas.actions import DeploymentScheduleCreate
 from prefect.client.schemas.schedules import IntervalSchedule
 from prefect.flow_engine import run_flow
 
+from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import BudgetExceededError
+from dprelease.schemas.spec import load_spec
 from tests.examples import adult_example
 
 pytestmark = pytest.mark.e2e
@@ -42,9 +44,17 @@ def test_a_budget_refusal_pauses_the_deployments_schedules(prefect_harness, tmp_
     from dprelease.flows.release import release
 
     # A lifetime budget that admits one release like this one: the first spends it, the second is refused.
+    # The first is booked in the ledger as a published release of this spec's budget (what matters here is
+    # the refusal's hook, not how the budget was spent; tests/flows/test_release.py runs two real releases).
     spec = adult_example(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9}, release_cap=None)
     common = {"spec": str(spec), "out": str(tmp_path / "out"), "ledger": str(tmp_path / "ledger.sqlite")}
-    release(**common, release_id="first")
+    loaded = load_spec(spec)
+    with Ledger.open(tmp_path / "ledger.sqlite") as ledger:
+        ledger.register(loaded.dataset, loaded.definition, loaded.lifetime, loaded.delta, loaded.release_cap)
+        ledger.reserve(loaded.dataset, "first", loaded.budget)
+        ledger.charge("first", stage="one_way", query="marginal(age)", mechanism="test", sensitivity="L2=1",
+                      scale="1", loss=loaded.budget)
+        ledger.publish("first")
     deployment_id, flow_run = _deployment("refused-schedule")
     assert _active(deployment_id) == [True]
     parameters = {**common, "release_id": "refused"}
