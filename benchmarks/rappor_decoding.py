@@ -9,7 +9,7 @@ Run:  .venv/bin/python benchmarks/rappor_decoding.py [--runs 500] [--google-runs
 Saved results: rappor_decoding.json (--runs 500 --google-runs 100 150 --split-runs 100, one collection per
 invocation); rappor_decoding_google500.json (the proposed collection, Google's rule on all 500 runs);
 rappor_decoding_twostage.json (the two-stage rule, the flow's default: --collections proposed --runs 500
---google-runs 0 120 --split-runs 0 --google-from benchmarks/results/rappor_decoding_google500.json).
+--google-runs 0 300 --split-runs 0 --google-from benchmarks/results/rappor_decoding_google500.json).
 Every report and Google's resampling noise are seeded by (collection, n, seed), so a run's tallies are a
 function of them: with --google-from, Google's rule is re-run on the first runs only and compared with the
 earlier file (and every run's per-family tally too), and the earlier tallies fill the other runs (marked
