@@ -21,6 +21,10 @@ from dprelease.dp.local.estimators import consistent, estimate
 from dprelease.dp.local.rappor import cohort_counts, decode
 from dprelease.schemas.ldp import Collection
 
+DECODE_ALPHA = 0.1
+DECODE_ERROR = "per-family two-stage"
+"""RAPPOR decoding in the flow: E[values no one holds that are reported] <= 0.1 (``dp.local.rappor.two_stage``)."""
+
 REQUIRED = {"GRR": ("value",), "SUE": ("bits",), "OUE": ("bits",), "OLH": ("seed", "value"),
             "RAPPOR": ("cohort", "bits")}
 
@@ -157,7 +161,8 @@ def estimates_table(collection: Collection, counts: dict[str, Any]) -> tuple[pa.
     values = list(collection.values)
     if collection.protocol == "RAPPOR":
         assert collection.rappor is not None
-        decoded = decode(counts["counts"], counts["per_cohort"], values, collection.rappor)
+        decoded = decode(counts["counts"], counts["per_cohort"], values, collection.rappor, alpha=DECODE_ALPHA,
+                         error=DECODE_ERROR)
         table = pa.table({"value": values, "estimate": decoded.counts, "std": decoded.std,
                           "p_value": decoded.p_values, "detected": list(decoded.detected),
                           "share": decoded.counts / max(n, 1)})

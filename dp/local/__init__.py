@@ -9,6 +9,7 @@ privacy, and each randomizer states the epsilon its rounded probabilities actual
 
 Server side (:mod:`dp.local.estimators`, :mod:`dp.local.rappor`): unbiased count estimates with their
 exact variance and confidence intervals, and RAPPOR decoding (least squares on every candidate with exact
-sandwich standard errors and one-sided tests under Holm's correction; Lasso selection on a split sample
+sandwich standard errors and one-sided tests under Holm's, Bonferroni's or the two-stage per-family
+correction; Lasso selection on a split sample
 when the candidates outnumber what the Bloom bits identify).
 """

@@ -57,6 +57,7 @@ def test_a_collection_is_decoded_and_published_with_its_guarantee(prefect_harnes
         assert audit["guarantee"]["epsilon_one_report"] == pytest.approx(1.0460, abs=1e-3)
         assert audit["guarantee"]["epsilon_longitudinal"] == pytest.approx(1.8765, abs=1e-3)
         assert estimates["detected"].iloc[0] and audit["estimation"]["detected"] >= 3
+        assert "two-stage per-family correction" in audit["estimation"]["method"]  # the flow's default
 
 
 def test_bad_batches_are_refused_counted_and_left_in_place(prefect_harness, tmp_path):

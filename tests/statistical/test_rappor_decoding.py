@@ -14,7 +14,12 @@ detected] <= 0.1 per run, each decoy at most 0.1/51 (Bonferroni), so the decoys 
 compared with the 1 − 10⁻⁶ quantile of Binomial(25 · RUNS, 0.1/51) (the decoys' z-statistics are nearly
 independent: the columns are nearly orthogonal). Power: the same fits read without the multiple-testing
 correction (each p < α) detect a decoy in about 1 − 0.95²⁵ ≈ 72 % of runs, or 2.5 decoys per run at 0.1,
-and must fail the same bounds. Unbiasedness: max over 51 candidates of |mean z| · √RUNS < 4.5 (false alarm
+and must fail the same bounds. Two-stage (the flow's default, :func:`two_stage` at 0.1, read off the
+proposed runs' p-values): the decoys detected over all runs are compared with the 1 − 10⁻⁶ quantile of
+Binomial(25 · RUNS, 0.1/25) (its bound, E[decoys detected] <= 0.1 per run, spread over 25 nearly
+independent decoys), and at n = 10⁶ it finds at least Bonferroni's states in every run (its second stage
+then tests at 0.095/(51 − |sure|) > 0.1/51); its own law is checked in test_rappor_two_stage.py.
+Unbiasedness: max over 51 candidates of |mean z| · √RUNS < 4.5 (false alarm
 51 × 6.8e-6); calibration: each candidate's variance of z within a chi-square band at 10⁻⁶ per candidate.
 """
 
@@ -34,6 +39,7 @@ from dprelease.dp.local.rappor import (
     cohort_counts,
     decode,
     encode_once,
+    two_stage,
 )
 from dprelease.dp.local.simulate import DECOYS, STATES, rappor_counts, zipf_weights
 
@@ -113,6 +119,27 @@ def test_per_family_error_bounds_the_expected_decoys_detected(proposed):
 def test_the_per_family_fits_without_a_correction_fail_the_bound(proposed):
     """Power: each p-value read at 0.1 (no correction) detects about 2.5 decoys per run."""
     assert int((proposed.p_values[:, len(STATES):] < PER_FAMILY).sum()) > _decoys_detected_bound()
+
+
+def test_two_stage_bounds_the_decoys_and_finds_at_least_bonferronis_states(proposed):
+    detected = np.asarray([two_stage(p, PER_FAMILY) for p in proposed.p_values])
+    decoys = int(detected[:, len(STATES):].sum())
+    bound = int(stats.binom.isf(FALSE_ALARM, len(DECOYS) * RUNS, PER_FAMILY / len(DECOYS)))
+    assert decoys <= bound and decoys / RUNS < PER_FAMILY, (decoys, bound)
+    at_million = slice(len(SIZES) - 1, None, len(SIZES))
+    ours = detected[at_million, :len(STATES)].sum(axis=1)
+    assert (ours >= proposed.detected[at_million, :len(STATES)].sum(axis=1)).all()
+    # Power check: the same p-values without a correction (each read at 0.1) break the bound.
+    assert int((proposed.p_values[:, len(STATES):] < PER_FAMILY).sum()) > bound
+
+
+def test_decode_two_stage_is_the_rule_on_its_p_values():
+    truth = np.concatenate([np.random.default_rng(3).multinomial(1_000_000, zipf_weights()),
+                            np.zeros(len(DECOYS), dtype=np.int64)])
+    counts, per_cohort = rappor_counts(CANDIDATES, truth, PROPOSED, 7)
+    decoded = decode(counts, per_cohort, CANDIDATES, PROPOSED, alpha=PER_FAMILY, error="per-family two-stage")
+    assert decoded.detected == tuple(bool(d) for d in two_stage(decoded.p_values, PER_FAMILY))
+    assert "two-stage per-family correction" in decoded.method and sum(decoded.detected[:len(STATES)]) >= 24
 
 
 def test_the_proposed_collection_finds_nearly_every_state_at_a_million(proposed, runs):
