@@ -1,7 +1,7 @@
 """Benchmark: wall and CPU time of the two everyday commands on the Adult example, as a user runs them.
 
 Run:  .venv/bin/python benchmarks/command_time.py [--runs 5] [--only release|check]
-          [--out benchmarks/results/command_time.json]
+          [--out benchmarks/results/command_time.json] [--baseline OTHER_CHECKOUT]
 
 Each run is a fresh process: ``python -m dprelease release examples/adult/release.yaml --out DIR
 --ledger L.sqlite`` (the embedded Prefect API on SQLite; a new output folder and a new ledger every
@@ -16,6 +16,11 @@ process and the children it waited for (the embedded server included; the same f
 (``boot``: interpreter, imports, preflight, the embedded server's start), and from the flow's end
 to the process's (``exit``: stopping the server, the interpreter's exit). The machine's load
 average is printed before and after: on a shared machine, compare figures measured back to back.
+
+``--baseline OTHER_CHECKOUT`` (e.g. ``git worktree add ../base main --detach``) times the same
+commands of that checkout interleaved with this one's (the order alternating, A B B A ...), so that
+a shared machine's load falls on both alike, and prints the ratios of the medians (this / baseline)
+of wall time and of CPU time (user + system).
 """
 
 from __future__ import annotations
@@ -84,6 +89,26 @@ def summarise(name: str, rows: list[dict[str, object]]) -> dict[str, object]:
     return summary
 
 
+def compare(name: str, rows: dict[str, list[dict[str, object]]]) -> dict[str, object]:
+    """Medians of both checkouts' runs of one command and their ratios (this / baseline)."""
+    out: dict[str, object] = {}
+    for side, side_rows in rows.items():
+        out[side] = summarise(f"{name} [{side}]", side_rows)
+
+    def cpu(row: dict[str, object]) -> float:
+        return float(row["user"]) + float(row["sys"])  # type: ignore[arg-type]
+
+    walls = {side: statistics.median(float(r["wall"]) for r in side_rows)  # type: ignore[arg-type]
+             for side, side_rows in rows.items()}
+    cpus = {side: statistics.median(cpu(r) for r in side_rows) for side, side_rows in rows.items()}
+    ratios = {"wall": round(walls["this"] / walls["baseline"], 3), "cpu": round(cpus["this"] / cpus["baseline"], 3)}
+    print(f"{name}: this / baseline, ratio of medians: wall {ratios['wall']:.3f} "
+          f"({walls['this']:.2f} / {walls['baseline']:.2f} s), CPU user+sys {ratios['cpu']:.3f} "
+          f"({cpus['this']:.2f} / {cpus['baseline']:.2f} s)")
+    out["ratios"] = ratios
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=5)
@@ -92,7 +117,12 @@ def main() -> None:
     parser.add_argument("--root", default=str(ROOT),
                         help="the checkout whose code and example run (to compare two versions back to back)")
     parser.add_argument("--out", default=None, help="write the runs and medians here as JSON")
+    parser.add_argument("--baseline", default=None,
+                        help="another checkout to time interleaved with this one (ratios of medians printed)")
     args = parser.parse_args()
+    if args.baseline:
+        interleaved(args)
+        return
     root = Path(args.root).resolve()
     example = root / "examples" / "adult"
     load_before = os.getloadavg()
@@ -124,6 +154,52 @@ def main() -> None:
                 rows.append(timed(check, env, root))
                 print(f"  check run {i}: {rows[-1]['wall']:.2f} s", flush=True)
             results["check"] = {"runs": rows, "median": summarise("check", rows)}
+    load_after = os.getloadavg()
+    results["load_after"] = load_after
+    print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+def interleaved(args: argparse.Namespace) -> None:
+    """``--baseline``: both checkouts' commands, alternating A B B A ..., each with a home of its own."""
+    roots = {"this": Path(args.root).resolve(), "baseline": Path(args.baseline).resolve()}
+    load_before = os.getloadavg()
+    print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
+          f"{os.cpu_count()} cpus", flush=True)
+    results: dict[str, object] = {"load_before": load_before, "runs": args.runs,
+                                  "roots": {k: str(v) for k, v in roots.items()}}
+    with tempfile.TemporaryDirectory(prefix="dprelease-bench-") as tmp:
+        envs = {}
+        for side, root in roots.items():
+            env = {**os.environ, "DPRELEASE_HOME": str(Path(tmp) / side / "home"),
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+            env.pop("PREFECT_API_URL", None)
+            env.pop("PREFECT_HOME", None)
+            envs[side] = env
+
+        def release(side: str, run: str) -> list[str]:
+            return [args.python, "-m", "dprelease", "release", str(roots[side] / "examples/adult/release.yaml"),
+                    "--out", str(Path(tmp) / side / f"out-{run}"),
+                    "--ledger", str(Path(tmp) / side / f"ledger-{run}.sqlite")]
+
+        def check(side: str, run: str) -> list[str]:
+            example = roots[side] / "examples" / "adult"
+            return [args.python, "-m", "dprelease", "check", str(example / "schema.yaml"),
+                    str(example / "adult.parquet")]
+
+        for name, command in (("release", release), ("check", check)):
+            if args.only not in (None, name):
+                continue
+            for side in roots:  # warm-up: migrates each home's Prefect database
+                timed(command(side, "warm-up"), envs[side], roots[side])
+            rows: dict[str, list[dict[str, object]]] = {side: [] for side in roots}
+            for i in range(args.runs):
+                order = ["this", "baseline"] if i % 2 == 0 else ["baseline", "this"]
+                for side in order:
+                    rows[side].append(timed(command(side, str(i)), envs[side], roots[side]))
+                    print(f"  {name} run {i} [{side}]: {rows[side][-1]['wall']:.2f} s", flush=True)
+            results[name] = {"runs": rows, "median": compare(name, rows)}
     load_after = os.getloadavg()
     results["load_after"] = load_after
     print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")

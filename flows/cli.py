@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -25,7 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import cast
 
-from dprelease.flows.settings import configure, exit_now, state_dir, without_sql
+from dprelease.flows.settings import client_needs_no_sql, configure, exit_now, hold_gc, state_dir, without_sql
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_CODES = {
@@ -136,8 +137,12 @@ def _preload() -> threading.Thread:
             from dprelease.quality.validation import preload_great_expectations
 
             preload_great_expectations()
+            # With matplotlib, what Prefect imports only once the flow run is created (its parameters'
+            # encoder, its flow graphs): imported here while the embedded API boots, not after.
+            import fastapi.encoders  # noqa: F401
             import matplotlib.backends.backend_agg
             import matplotlib.figure  # noqa: F401
+            import prefect.utilities.visualization  # noqa: F401
         except Exception:
             pass
 
@@ -179,7 +184,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     ledger, Dask scheduler) runs: a mistake the preflight catches stops it, costs no budget and takes
     seconds.
     """
-    from dprelease.flows.settings import spawn_embedded_server
+    from dprelease.flows.settings import settle_gc, spawn_embedded_server
 
     started = time.monotonic()
     server = spawn_embedded_server()  # boots while the inputs are checked and the stages imported
@@ -200,6 +205,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             _quiet_prefect_console()
         if server is not None:
             server.wait()
+        settle_gc()
         target = release(spec=args.spec, out=args.out, ledger=ledger, release_id=args.release_id, dask=args.dask,
                          internal=args.internal)
     finally:
@@ -470,6 +476,10 @@ def _main(argv: list[str] | None, standalone: bool = False) -> int:
     args = _parser().parse_args(argv)
     if standalone and args.command == "check":
         without_sql()
+    if standalone and args.command == "release":
+        hold_gc()  # resumed before the flow starts (cmd_release)
+        if not os.environ.get("PREFECT_API_URL") and client_needs_no_sql():  # its API is a process of its own
+            without_sql()
     commands = {"release": cmd_release, "plan": cmd_plan, "check": cmd_check, "verify": cmd_verify,
                 "report": cmd_report, "ledger": cmd_ledger, "ldp-collect": cmd_ldp_collect}
     try:

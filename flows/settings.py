@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import os
 import signal
 import subprocess
@@ -82,7 +83,8 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
 class EmbeddedServer:
     """Prefect's temporary API server, spawned early and waited for later (the command's own, tied to it).
 
-    Prefect would start the same server (uvicorn on ``prefect.server.api.server:create_app``) lazily,
+    Prefect would start the same server (uvicorn on ``prefect.server.api.server:create_app``; here
+    through :func:`flows.server_app.create_app`, which builds it with the garbage collector paused) lazily,
     after importing its server package in this process too (about 2.7 s on 2 cores). Spawned here first,
     before anything imports Prefect, with ``PREFECT_API_URL`` pointing at it, the command checks its
     inputs and imports its stages while the server boots, and this process never imports the server
@@ -104,7 +106,7 @@ class EmbeddedServer:
         env.pop("PREFECT_API_URL", None)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent), "--factory",
-             "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+             "dprelease.flows.server_app:create_app", "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "error", "--lifespan", "on"],
             env=env, preexec_fn=_die_with_parent_hook(),
         )
@@ -183,8 +185,45 @@ def exit_now(code: int) -> None:
 def without_sql() -> None:
     """Have Great Expectations find SQLAlchemy absent, as its ``compatibility`` layer allows (pandas only).
 
-    Only for a ``check`` process of its own (nothing else in it uses SQL): importing SQLAlchemy is
-    about a tenth of a check's time. Never in a process that runs Prefect (its server needs it).
+    Only for a process of its own that needs no SQL: ``check`` (importing SQLAlchemy is about a tenth
+    of a check's time), and a ``release`` whose Prefect API is its own :class:`EmbeddedServer` (a
+    separate process: this one is a client, and Prefect's client imports SQLAlchemy only to build a
+    server's database URL, which :func:`client_needs_no_sql` rules out). Never in a process that
+    runs Prefect's server in process (it needs SQLAlchemy).
     """
     if "sqlalchemy" not in sys.modules and "prefect" not in sys.modules:
         sys.modules["sqlalchemy"] = None  # type: ignore[assignment]  # an import of it raises ImportError
+
+
+def client_needs_no_sql() -> bool:
+    """True when no Prefect setting of this environment names a server database (the only client use of SQL)."""
+    return not any(key.startswith(("PREFECT_API_DATABASE", "PREFECT_SERVER_DATABASE")) for key in os.environ)
+
+
+def hold_gc() -> None:
+    """Pause Python's cyclic garbage collector while the command imports its libraries.
+
+    Importing Prefect, Great Expectations, pandas and matplotlib creates a few hundred thousand
+    long-lived objects; every full collection on the way scans all of them again (about a second of
+    a release's CPU on 2 cores). Imports make next to no cyclic garbage. :func:`settle_gc` resumes.
+    """
+    global _gc_held
+    _gc_held = True
+    gc.disable()
+
+
+_gc_held = False
+
+
+def settle_gc() -> None:
+    """Resume the collector, with every object alive now (the imported modules) out of its scans.
+
+    ``gc.freeze`` moves them to the permanent generation: later collections scan only what the
+    command allocates from here on, and still collect all of its cyclic garbage. Does nothing
+    unless :func:`hold_gc` paused it (a test calling the command in its own process keeps its GC as is).
+    """
+    global _gc_held
+    if _gc_held:
+        _gc_held = False
+        gc.freeze()
+        gc.enable()

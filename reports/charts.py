@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import math
+import re
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -99,6 +101,29 @@ def _charts(jobs: Sequence[ChartJob]) -> list[str]:
 
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="dprelease-chart") as pool:
             return list(pool.map(lambda job: _render(*job), jobs))
+
+
+class PageCharts:
+    """The charts of one page, queued where they go and drawn together (two at a time) at the end.
+
+    Each queued chart leaves a mark in the page (with a random nonce: no text of the page can
+    forge one); :meth:`fill` draws every chart and puts each ``<img>`` in place of its mark.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: list[ChartJob] = []
+        self.nonce = secrets.token_hex(8)
+
+    def later(self, job: ChartJob) -> str:
+        """Queue ``job``; returns the mark its ``<img>`` replaces."""
+        self.jobs.append(job)
+        return f"<!--chart {self.nonce} {len(self.jobs) - 1}-->"
+
+    def fill(self, sections: list[str]) -> list[str]:
+        """``sections`` with every mark replaced by its chart, in the order the charts were queued."""
+        drawn = _charts(self.jobs)
+        mark = re.compile(f"<!--chart {self.nonce} ([0-9]+)-->")
+        return [mark.sub(lambda m: drawn[int(m.group(1))], section) for section in sections]
 
 
 def _render(width_in: float, height_in: float, draw: Callable[[Figure], None], alt: str, constrained: bool) -> str:

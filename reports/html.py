@@ -24,7 +24,7 @@ from dprelease.reports.audit_records import AUDIT_FORMAT, Amount, Audit, Measure
 from dprelease.reports.charts import (
     _MUTED,
     _WIDTH_IN,
-    _chart,
+    PageCharts,
     _draw_lifetime,
     _draw_noise,
     _draw_stage_budget,
@@ -183,17 +183,17 @@ def _protection(audit: Audit) -> str:
                     "The guarantee below covers every file of this release; it is stated for one privacy unit.")
 
 
-def _stage_section(audit: Audit, colours: Mapping[str, str]) -> str:
+def _stage_section(audit: Audit, colours: Mapping[str, str], charts: PageCharts) -> str:
     budget = audit.budget
     unit = budget.unit
     stages = budget.stages
     release_total = budget.reserved.value
     parts = []
     if stages:
-        chart = _chart(_WIDTH_IN, 0.75 + 0.5 * len(stages),
-                       lambda fig: _draw_stage_budget(fig, stages, release_total, unit, colours),
-                       f"Bar chart of the privacy loss booked by each stage, in {unit}, and its share of the release "
-                       "budget.")
+        chart = charts.later((_WIDTH_IN, 0.75 + 0.5 * len(stages),
+                              lambda fig: _draw_stage_budget(fig, stages, release_total, unit, colours),
+                              f"Bar chart of the privacy loss booked by each stage, in {unit}, and its share of the "
+                              "release budget.", True))
         parts.append(chart)
     rows = []
     for s in stages:
@@ -221,7 +221,7 @@ def _stage_section(audit: Audit, colours: Mapping[str, str]) -> str:
     return _section("budget", "Budget allocation by stage", "".join(parts), lead)
 
 
-def _lifetime_section(audit: Audit) -> str:
+def _lifetime_section(audit: Audit, charts: PageCharts) -> str:
     life = audit.lifetime
     unit = life.unit
     u = _unit(unit)
@@ -235,9 +235,9 @@ def _lifetime_section(audit: Audit) -> str:
         has_other = (cap - life.spent_before.value - life.this_release.value
                      - max(life.remaining_after.value, 0.0)) > cap * 1e-9
         height = 2.35 if has_other else 2.05
-        parts.append(_chart(_WIDTH_IN, height, lambda fig: _draw_lifetime(fig, life, unit, cap_label),
-                            f"Stacked bar of the dataset's lifetime budget in {unit}: spent by earlier releases, "
-                            "spent by this release, and remaining, against the cap."))
+        parts.append(charts.later((_WIDTH_IN, height, lambda fig: _draw_lifetime(fig, life, unit, cap_label),
+                                   f"Stacked bar of the dataset's lifetime budget in {unit}: spent by earlier "
+                                   "releases, spent by this release, and remaining, against the cap.", True)))
     rows = [["lifetime cap", _amount(life.cap, unit), "100 %"],
             ["spent by earlier releases", _amount(life.spent_before, unit),
              _esc(_pct(life.spent_before.value, cap))],
@@ -268,7 +268,7 @@ def _native_text(m: Measurement) -> str:
     return f"{_esc(_unit(native.unit))} {_amount(native.amount, native.unit)}"
 
 
-def _measurement_section(audit: Audit, colours: Mapping[str, str]) -> str:
+def _measurement_section(audit: Audit, colours: Mapping[str, str], charts: PageCharts) -> str:
     unit = audit.budget.unit
     u = _unit(unit)
     measurements = audit.measurements
@@ -280,9 +280,9 @@ def _measurement_section(audit: Audit, colours: Mapping[str, str]) -> str:
     if noisy:
         groups = len({m.stage for m in noisy})
         height = 0.95 + 0.19 * (len(noisy) + 1.6 * groups)
-        parts.append(_chart(_WIDTH_IN, height, lambda fig: _draw_noise(fig, noisy, colours),
-                            "Error bars of the noise on each released cell, per measurement, grouped by stage: "
-                            "one noise standard deviation and the 95 % interval."))
+        parts.append(charts.later((_WIDTH_IN, height, lambda fig: _draw_noise(fig, noisy, colours),
+                                   "Error bars of the noise on each released cell, per measurement, grouped by "
+                                   "stage: one noise standard deviation and the 95 % interval.", True)))
     silent = [m for m in ordered if m.noise_std is None]
     if silent:
         names = sorted({m.mechanism for m in silent})
@@ -440,14 +440,15 @@ def render_html(audit: Audit) -> str:
            + '<a href="#bounds">Private choices</a><a href="#inputs">Public inputs</a>'
            '<a href="#post">Post-processing</a><a href="#provenance">Provenance</a>'
            '<a href="#limitations">Limitations</a></nav>')
-    body = "\n".join([
+    charts = PageCharts()  # the page's charts, drawn together (two at a time) once the page is laid out
+    body = "\n".join(charts.fill([
         _header(audit, "Privacy audit report"),
         _cards(audit),
         toc,
         _protection(audit),
-        _stage_section(audit, colours),
-        _lifetime_section(audit),
-        _measurement_section(audit, colours),
+        _stage_section(audit, colours, charts),
+        _lifetime_section(audit, charts),
+        _measurement_section(audit, colours, charts),
         html_section(audit.statistics, audit.budget.unit),
         _bounds_section(audit),
         _public_inputs_section(audit),
@@ -456,6 +457,6 @@ def render_html(audit: Audit) -> str:
         _limitations_section(audit),
         f'<footer>Format {_code(AUDIT_FORMAT)}. This page is a rendering of <code>audit.json</code>, '
         "which is authoritative; it contains no row-level data and no count derived from the raw table.</footer>",
-    ])
+    ]))
     title = f"Privacy audit: {audit.dataset} release {audit.release_id}"
     return _page(title, body)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -11,9 +11,7 @@ from dprelease.reports.charts import (
     _REAL,
     _SYNTH,
     _WIDTH_IN,
-    ChartJob,
-    _chart,
-    _charts,
+    PageCharts,
     _draw_hbars,
     _draw_histogram,
     _draw_pairs,
@@ -28,7 +26,7 @@ def render_internal_html(
     audit: Audit,
     utility: Mapping[str, Any],
     real_vs_synthetic: Mapping[str, Any] | None = None,
-    risk: Mapping[str, Any] | None = None,
+    risk: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
     statistics: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """Render the steward-only utility and disclosure-risk report (never to be published).
@@ -40,7 +38,9 @@ def render_internal_html(
         real_vs_synthetic: Optional column -> ``{"labels": [...], "real": [...], "synthetic": [...]}``
             of normalised frequencies, drawn as small multiples.
         risk: Optional ``internal/risk.json`` (:meth:`quality.risk.RiskReport.to_dict`): exact-match share,
-            distances to the closest record, k-anonymity of the quasi-identifiers.
+            distances to the closest record, k-anonymity of the quasi-identifiers; or a function
+            returning it (or None), called once the charts are drawn (a caller computing the risk
+            checks in another thread meanwhile).
         statistics: Optional published summary statistics with their true values
             (:func:`quality.statistics_truth.true_statistics`).
 
@@ -76,16 +76,17 @@ def render_internal_html(
                   f"{_esc(evaluated.get('synthetic_rows_evaluated'))} of {_esc(evaluated.get('synthetic_rows'))} "
                   "synthetic rows, chosen uniformly at random (real rows by the secure source).</p>")
     sections = []
+    charts = PageCharts()
     explain = ("Total variation distance between the real and the synthetic distribution of each marginal: "
                "½ Σ |p − q|, 0 when identical, 1 when disjoint. Numeric columns are binned.")
     one = {str(k): float(v) for k, v in utility.get("one_way", {}).items()}
     if one:
         ordered = sorted(one.items(), key=lambda kv: (-kv[1], kv[0]))
-        chart = _chart(_WIDTH_IN, 0.85 + 0.24 * len(ordered),
-                       lambda fig: _draw_hbars(fig, [k for k, _ in ordered], [v for _, v in ordered],
-                                               [_SYNTH] * len(ordered), mean=None if tvd1 is None else float(tvd1),
-                                               mean_label="mean", xlabel="total variation distance, real vs synthetic"),
-                       "Bar chart of the 1-way TVD of each column, worst first.")
+        chart = charts.later((_WIDTH_IN, 0.85 + 0.24 * len(ordered),
+                              partial(_draw_hbars, names=[k for k, _ in ordered], values=[v for _, v in ordered],
+                                      colours=[_SYNTH] * len(ordered), mean=None if tvd1 is None else float(tvd1),
+                                      mean_label="mean", xlabel="total variation distance, real vs synthetic"),
+                              "Bar chart of the 1-way TVD of each column, worst first.", True))
         table = _table(["column", "TVD"], [[_code(k), _esc(_num(v, 4))] for k, v in ordered], cls="num")
         sections.append(_section("one-way", "1-way marginals", chart + f"<details><summary>Table</summary>{table}"
                                  "</details>", _esc(explain)))
@@ -95,9 +96,10 @@ def render_internal_html(
         k = min(5, len(ranked) // 2) if len(ranked) > 1 else len(ranked)
         worst = ranked[:k]
         best = ranked[::-1][: min(5, len(ranked) - k)]
-        chart = _chart(_WIDTH_IN, 1.2 + 0.26 * (len(worst) + len(best) + 1),
-                       lambda fig: _draw_pairs(fig, worst, best, None if tvd2 is None else float(tvd2), measured),
-                       "Bar chart of the worst and best 2-way marginals by TVD.")
+        chart = charts.later((_WIDTH_IN, 1.2 + 0.26 * (len(worst) + len(best) + 1),
+                              partial(_draw_pairs, worst=worst, best=best, mean=None if tvd2 is None else float(tvd2),
+                                      measured=measured),
+                              "Bar chart of the worst and best 2-way marginals by TVD.", True))
         rows = [[_esc(label), _code(name.replace("|", " × ")), "yes" if measured(name) else "no", _esc(_num(v, 4))]
                 for label, group in (("worst", worst), ("best", best)) for name, v in group]
         lead = (f"{len(two)} pairs scored. ● marks a pair that was measured (a 2-way marginal of the release); the "
@@ -105,7 +107,7 @@ def render_internal_html(
         sections.append(_section("two-way", "2-way marginals: worst and best", chart +
                                  _table(["", "pair", "measured", "TVD"], rows, cls="num"), _esc(lead)))
     if real_vs_synthetic:
-        jobs: list[ChartJob] = []
+        figures: list[str] = []
         for column, hist in real_vs_synthetic.items():
             labels = [str(x) for x in hist.get("labels", [])]
             real = [float(x) for x in hist.get("real", [])]
@@ -115,15 +117,18 @@ def render_internal_html(
             tvd = one.get(str(column))
             draw = partial(_draw_histogram, column=str(column), labels=labels, real=real, synthetic=synthetic,
                            tvd=tvd)
-            jobs.append((3.35, 2.3, draw, f"Histogram of {column}: real and synthetic relative frequencies.", False))
-        figures = _charts(jobs)  # small multiples: drawn two at a time
+            figures.append(charts.later((3.35, 2.3, draw,
+                                         f"Histogram of {column}: real and synthetic relative frequencies.", False)))
         key = (f'<p class="small"><span class="swatch" style="background:{_REAL}"></span>real '
                f'<span class="swatch" style="background:{_SYNTH};margin-left:12px"></span>synthetic '
                "(relative frequencies)</p>")
         sections.append(_section("histograms", "Real vs synthetic, per column",
                                  key + '<div class="grid">' + "".join(figures) + "</div>"))
+    sections = charts.fill(sections)
     if statistics:
         sections.append(_statistics_section(statistics, utility.get("evaluated") or {}))
+    if callable(risk):
+        risk = risk()
     if risk:
         sections.append(_risk_section(risk))
     body = "\n".join([

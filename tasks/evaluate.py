@@ -14,6 +14,7 @@ import hashlib
 import json
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -165,38 +166,50 @@ def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, stewa
         "sampling": "real rows: uniform without replacement, by the secure source; synthetic rows: uniform "
                     "without replacement, by a generator seeded with the release's seed",
     }
-    report = utility(real, synthetic, columns).to_dict()
-    report["evaluated"] = evaluated
-    risk: dict[str, Any]
-    if not quasi:
-        risk = {"note": "the schema declares no quasi_identifiers"}
-    elif not checks:
-        risk = {"note": "too few rows for the disclosure-risk checks"}
-    else:
-        reference = real if real.num_rows <= DCR_REFERENCE_ROWS else \
-            real.take(pa.array(np.sort(real_pass.order[:DCR_REFERENCE_ROWS])))
-        risk = {
-            "exact_match_share": exact,
-            "dcr": closest_record_distances(reference, synthetic, columns, sample=DCR_SAMPLE,
-                                            seed=plan.seed).to_dict(),
-            "k_anonymity": k_anonymity_comparison(real, synthetic, quasi).to_dict(),
-            "evaluated": {**evaluated, "exact_match": f"{matching.num_rows} synthetic rows against all "
-                                                      f"{real_rows} real rows",
-                          "dcr_reference_rows": reference.num_rows},
-        }
-    write_internal(out, "utility.json", json.dumps(report, indent=2))
-    write_internal(out, "risk.json", json.dumps(risk, indent=2))
-    write_internal(out, "input.json", json.dumps(_fingerprint(spec.data, real_rows), indent=2))
-    audit = audit_from_json((root / "audit.json").read_text(encoding="utf-8"))
-    histograms = cast("dict[str, Any]", report.pop("histograms"))
-    truths = None
-    if (root / STATISTICS_FILE).exists():  # the published statistics beside their true values (steward only)
-        document = json.loads((root / STATISTICS_FILE).read_text(encoding="utf-8"))
-        truths = true_statistics(statistic_rows(document), document, real)
-        write_internal(out, "statistics.json", json.dumps({"evaluated": evaluated, "statistics": truths}, indent=2))
-    write_internal(out, "report.html", render_internal_html(audit, report, histograms,
-                                                             risk if "dcr" in risk else None, truths))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dprelease-risk") as pool:
+        # The disclosure-risk checks (numpy, mostly without the GIL) run beside the utility scores
+        # and the charts (mostly Python): the two cores at once.
+        pending = pool.submit(_risk, real, synthetic, columns, quasi, checks, real_pass, plan.seed, exact,
+                              {**evaluated, "exact_match": f"{matching.num_rows} synthetic rows against all "
+                                                           f"{real_rows} real rows"})
+        report = utility(real, synthetic, columns).to_dict()
+        report["evaluated"] = evaluated
+        write_internal(out, "utility.json", json.dumps(report, indent=2))
+        write_internal(out, "input.json", json.dumps(_fingerprint(spec.data, real_rows), indent=2))
+        audit = audit_from_json((root / "audit.json").read_text(encoding="utf-8"))
+        histograms = cast("dict[str, Any]", report.pop("histograms"))
+        truths = None
+        if (root / STATISTICS_FILE).exists():  # the published statistics beside their true values (steward only)
+            document = json.loads((root / STATISTICS_FILE).read_text(encoding="utf-8"))
+            truths = true_statistics(statistic_rows(document), document, real)
+            write_internal(out, "statistics.json",
+                           json.dumps({"evaluated": evaluated, "statistics": truths}, indent=2))
+
+        def risk_drawn() -> dict[str, Any] | None:
+            risk = pending.result()
+            return risk if "dcr" in risk else None
+
+        page = render_internal_html(audit, report, histograms, risk_drawn, truths)  # the risk section comes last
+        write_internal(out, "risk.json", json.dumps(pending.result(), indent=2))
+    write_internal(out, "report.html", page)
     get_run_logger().info("internal report (utility, disclosure risk) written")
+
+
+def _risk(real: pa.Table, synthetic: pa.Table, columns: list[str], quasi: list[str], checks: bool,
+          real_pass: _RealPass, seed: int, exact: float | None, evaluated: dict[str, Any]) -> dict[str, Any]:
+    """``internal/risk.json``: the exact-match share ``exact``, distances to the closest record, k-anonymity."""
+    if not quasi:
+        return {"note": "the schema declares no quasi_identifiers"}
+    if not checks:
+        return {"note": "too few rows for the disclosure-risk checks"}
+    reference = real if real.num_rows <= DCR_REFERENCE_ROWS else \
+        real.take(pa.array(np.sort(real_pass.order[:DCR_REFERENCE_ROWS])))
+    return {
+        "exact_match_share": exact,
+        "dcr": closest_record_distances(reference, synthetic, columns, sample=DCR_SAMPLE, seed=seed).to_dict(),
+        "k_anonymity": k_anonymity_comparison(real, synthetic, quasi).to_dict(),
+        "evaluated": {**evaluated, "dcr_reference_rows": reference.num_rows},
+    }
 
 
 def _fingerprint(data: Path, rows: int) -> dict[str, object]:

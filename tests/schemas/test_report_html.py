@@ -295,6 +295,32 @@ def test_small_multiples_drawn_two_at_a_time_are_the_images_drawn_one_by_one():
     assert len(set(together)) == len(jobs)  # six different images, each in its place
 
 
+def test_page_charts_put_each_image_in_place_of_its_mark_and_no_text_forges_a_mark():
+    """``PageCharts``: the images drawn together land where each was queued; a look-alike mark stays text."""
+    from functools import partial
+
+    from dprelease.reports.charts import PageCharts, _chart, _draw_histogram
+
+    charts = PageCharts()
+    jobs = [(3.35, 2.3, partial(_draw_histogram, column=f"c{n}", labels=["a", "b"], real=[0.5, 0.5],
+                                synthetic=[0.4 + 0.1 * n, 0.6 - 0.1 * n], tvd=0.1 * n), f"chart {n}", False)
+            for n in range(3)]
+    forged = "<!--chart 0000000000000000 0-->"
+    sections = [f"<p>{charts.later(jobs[0])}</p>{forged}", f"<div>{charts.later(jobs[1])}{charts.later(jobs[2])}</div>"]
+    images = [_chart(w, h, draw, alt, constrained=c) for w, h, draw, alt, c in jobs]
+    assert charts.fill(sections) == [f"<p>{images[0]}</p>{forged}", f"<div>{images[1]}{images[2]}</div>"]
+
+
+def test_internal_page_takes_the_risk_checks_late(zcdp_audit, utility):
+    """The risk section given as a function (called after the charts) renders as the mapping itself."""
+    risk = {"exact_match_share": 0.01, "dcr": {"synthetic_median": 0.2, "real_median": 0.1},
+            "k_anonymity": {"real": {"k": 1, "classes": 10}, "synthetic": {"k": 2, "classes": 9}}}
+    page = render_internal_html(audit_from_dict(zcdp_audit), utility, None, risk)
+    assert 'id="risk"' in page
+    assert render_internal_html(audit_from_dict(copy.deepcopy(zcdp_audit)), utility, None, lambda: risk) == page
+    assert 'id="risk"' not in render_internal_html(audit_from_dict(zcdp_audit), utility, None, lambda: None)
+
+
 def test_importing_the_module_does_not_import_matplotlib():
     code = "import sys, reports.html; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
