@@ -1,7 +1,8 @@
 """Summary statistics of a release (``stats:`` in the spec): one library call per column, written public.
 
-Each planned column is read alone from the table, clipped to its public bounds (declared in the schema,
-or found by the release's bounds stage: DP outputs, already booked) and measured by
+Each planned column is read alone from the table, clipped to its public bounds (declared in the schema;
+without them, the moments use bounds and an offset chosen for a mean out of their own share,
+:mod:`dp.statistics.means`, and the quantiles the release's bounds stage's: DP outputs, booked) and measured by
 :mod:`dp.statistics`: count, sum and sum of squares with the additive mechanism, quantiles with the
 exponential mechanism (or the median by propose-test-release or smooth sensitivity, ``method:``), every draw
 through the one noisy-result path (booked in stage ``stats``,
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from prefect import get_run_logger
 
-from dprelease.dp.accounting.budget import Budget, ZCDPBudget
+from dprelease.dp.accounting.budget import Budget, PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds
@@ -31,6 +32,7 @@ from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.dp.statistics.aggregate import measure_aggregate
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.groups import GroupedQuantile, group_codes, measure_group_quantiles
+from dprelease.dp.statistics.means import mean_weights, select_mean_bounds, split_mean_budget
 from dprelease.dp.statistics.medians import measure_median
 from dprelease.dp.statistics.moments import Estimate, MomentsMechanism, measure_moments, measure_moments_by_group
 from dprelease.dp.statistics.quantiles import (
@@ -79,15 +81,39 @@ def _clip_bounds(planned: PlannedStatistics, bounds: list[DiscoveredBounds]) -> 
     return ClipBounds.from_discovered(found)
 
 
+def _moments_plan(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], clip: ClipBounds,
+                  context: ReleaseContext, records: list[MeasurementRecord], contributions: int,
+                  search_range: tuple[float, float] | None) -> tuple[MomentsMechanism, dict[str, object]]:
+    """The moments' mechanism: on the public bounds; or, without them, on bounds and an offset chosen for a mean.
+
+    Without public bounds, :data:`dp.statistics.means.MEAN_SHARES` of the moments' budget select the
+    bounds and the offset over the column's search range (:func:`select_mean_bounds`, booked here); the
+    quantiles keep the bounds stage's bounds (``clip``).
+    """
+    wanted = set(planned.statistics)
+    if clip.source == "public" or search_range is None:
+        weights = {"count": 1, "sum": 1 if wanted & {"sum", "mean", "variance", "std"} else 0,
+                   "sum_of_squares": 1 if wanted & {"variance", "std"} else 0}
+        return (MomentsMechanism(Grid(clip), planned.moments_budget, weights, contributions),
+                {"lower": clip.lower, "upper": clip.upper, "source": clip.source})
+    shares = split_mean_budget(planned.moments_budget)
+    query = planned.column if planned.by is None else f"{planned.column} by {planned.by}"
+    found = select_mean_bounds(values, planned.column, search_range, shares["bounds"], shares["centre"], context,
+                               contributions=contributions, query=query)
+    records.extend(found.records)
+    rest = shares["count"].amount + shares["sum"].amount
+    budget = ZCDPBudget(rest) if isinstance(planned.moments_budget, ZCDPBudget) else PureBudget(rest)
+    return (MomentsMechanism(found.grid(), budget, mean_weights(wanted), contributions),
+            {"lower": found.lower, "upper": found.upper, "source": "svt", "offset": found.centre})
+
+
 def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], clip: ClipBounds,
                 context: ReleaseContext, seed: int, records: list[MeasurementRecord],
-                contributions: int) -> dict[str, object]:
+                contributions: int, search_range: tuple[float, float] | None = None) -> dict[str, object]:
     grid = Grid(clip)
     wanted = set(planned.statistics)
-    weights = {"count": 1, "sum": 1 if wanted & {"sum", "mean", "variance", "std"} else 0,
-               "sum_of_squares": 1 if wanted & {"variance", "std"} else 0}
-    moments = measure_moments(values, MomentsMechanism(grid, planned.moments_budget, weights, contributions), context,
-                              column=planned.column, seed=seed)
+    plan, moment_bounds = _moments_plan(planned, values, clip, context, records, contributions, search_range)
+    moments = measure_moments(values, plan, context, column=planned.column, seed=seed)
     records.extend(moments.records)
     count = moments.count()
     estimates = [count]
@@ -97,9 +123,11 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
     additive = f"{moments.records[0].mechanism} (count, sum, sum of squares)"
     out: dict[str, object] = {
         "column": planned.column,
-        "bounds": {"lower": clip.lower, "upper": clip.upper, "source": clip.source},
+        "bounds": moment_bounds,
         "estimates": [_estimate(e, additive, planned.moments_budget) for e in estimates],
     }
+    if planned.quantiles and moment_bounds["source"] != clip.source:
+        out["quantile_bounds"] = {"lower": clip.lower, "upper": clip.upper, "source": clip.source}
     if planned.quantiles and planned.method != "exponential":
         assert isinstance(planned.quantiles_budget, ZCDPBudget)  # the spec allows ptr and smooth under zCDP only
         median = measure_median(values, grid, planned.method, planned.quantiles_budget, planned.delta, context,
@@ -123,17 +151,18 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
 
 def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], by: pa.ChunkedArray,
                clip: ClipBounds, context: ReleaseContext, seed: int,
-               records: list[MeasurementRecord], contributions: int) -> dict[str, object]:
+               records: list[MeasurementRecord], contributions: int,
+               search_range: tuple[float, float] | None = None) -> dict[str, object]:
     """The statistics of each group of ``planned.by`` (parallel composition: one charge per query)."""
     grid = Grid(clip)
     wanted = set(planned.statistics)
-    weights = {"count": 1, "sum": 1 if wanted & {"sum", "mean", "variance", "std"} else 0,
-               "sum_of_squares": 1 if wanted & {"variance", "std"} else 0}
     assert planned.by is not None
     index = pc.index_in(pc.cast(by, pa.string()), value_set=pa.array(planned.groups, type=pa.string()))
     groups = np.asarray(index.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    moments = measure_moments_by_group(values, groups, planned.groups, MomentsMechanism(
-        grid, planned.moments_budget, weights, contributions), context, column=planned.column, by=planned.by, seed=seed)
+    # Without public bounds, one selection of bounds and offset over the whole column (all groups), then per group.
+    plan, moment_bounds = _moments_plan(planned, values, clip, context, records, contributions, search_range)
+    moments = measure_moments_by_group(values, groups, planned.groups, plan, context, column=planned.column,
+                                       by=planned.by, seed=seed)
     records.extend(moments[0].records if moments else ())
     released: list[list[float]] = [[] for _ in planned.groups]
     quantile_mechs: tuple[QuantileMechanism, ...] = ()
@@ -166,8 +195,10 @@ def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.f
                                   for level, value, (low, high) in zip(ordered.levels, ordered.values, intervals,
                                                                        strict=True)]
         out_groups.append(entry)
-    return {"column": planned.column, "by": planned.by,
-            "bounds": {"lower": clip.lower, "upper": clip.upper, "source": clip.source}, "groups": out_groups}
+    out: dict[str, object] = {"column": planned.column, "by": planned.by, "bounds": moment_bounds, "groups": out_groups}
+    if planned.quantiles and moment_bounds["source"] != clip.source:
+        out["quantile_bounds"] = {"lower": clip.lower, "upper": clip.upper, "source": clip.source}
+    return out
 
 
 def _aggregate(planned: PlannedAggregate, table: pa.Table, context: ReleaseContext,
@@ -212,11 +243,13 @@ def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger
         context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
         for planned in plan.statistics:
             values, clip = _values(table.column(planned.column)), _clip_bounds(planned, bounds)
+            search_range = spec.schema.column(planned.column).search_range
             if planned.by is not None:
                 results.append(_by_groups(planned, values, table.column(planned.by), clip, context, plan.seed, records,
-                                          contributions))
+                                          contributions, search_range))
             else:
-                results.append(_one_column(planned, values, clip, context, plan.seed, records, contributions))
+                results.append(_one_column(planned, values, clip, context, plan.seed, records, contributions,
+                                           search_range))
         aggregates = [_aggregate(planned, table, context, records, contributions) for planned in plan.aggregates]
     del table
     target = Path(staging) / STATISTICS_FILE

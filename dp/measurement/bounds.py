@@ -27,13 +27,15 @@ from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selectio
 from dprelease.dp.mechanisms.svt import FloatArray, MonotoneAboveThreshold, run_above_threshold, svt_threshold
 
 
-def geometric_grid(low: float, high: float) -> tuple[float, ...]:
-    """Candidate bounds inside [low, high]: the ends, 0 when inside, and ±2^k offsets.
+def geometric_grid(low: float, high: float, ratio: float = 2.0) -> tuple[float, ...]:
+    """Candidate bounds inside [low, high]: the ends, 0 when inside, and ±ratio^k offsets (k >= 0).
 
-    For a range that does not contain 0, the powers of two are offsets from the end nearer 0.
+    For a range that does not contain 0, the powers of ``ratio`` are offsets from the end nearer 0.
     """
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ParameterError(f"search_range ({low}, {high}) must be finite with low below high")
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 1.01 <= ratio <= 16:
+        raise ParameterError(f"grid ratio ({ratio!r}) must be a number in [1.01, 16]")
     points = {float(low), float(high)}
     if low < 0 < high:
         points.add(0.0)
@@ -45,7 +47,7 @@ def geometric_grid(low: float, high: float) -> tuple[float, ...]:
     for origin, sign in anchors:
         k = 0
         while True:
-            point = origin + sign * 2.0**k
+            point = origin + sign * float(ratio) ** k
             if not low < point < high:
                 break
             points.add(point)

@@ -126,10 +126,15 @@ class Grid:
     Attributes:
         bounds: The clipping bounds.
         half_steps: Grid points on each side of the centre (H); encoded values lie in [-H, H].
+        offset: The value encoded as 0 (public), inside the bounds; None for their midpoint. The step is
+            then max(upper - offset, offset - lower) / H, so [lower, upper] still encodes into [-H, H]
+            (a row moves a sum by at most H steps): an offset near the data's bulk makes a mean's
+            count noise matter less (:mod:`dp.statistics.means`).
     """
 
     bounds: ClipBounds
     half_steps: int = DEFAULT_HALF_STEPS
+    offset: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.bounds, ClipBounds):
@@ -138,16 +143,23 @@ class Grid:
         if self.half_steps > 2**20:
             raise ParameterError(f"Grid: half_steps ({self.half_steps}) must be at most 2**20; sums of squares "
                                  "must fit in 64-bit integers")
+        if self.offset is not None:
+            offset = float(self.offset)
+            if not self.bounds.lower <= offset <= self.bounds.upper:
+                raise ParameterError(f"Grid: offset ({offset:g}) must lie within the bounds")
+            object.__setattr__(self, "offset", offset)
 
     @property
     def centre(self) -> float:
-        """The value encoded as 0."""
-        return (self.bounds.lower + self.bounds.upper) / 2
+        """The value encoded as 0: the offset, else the bounds' midpoint."""
+        return (self.bounds.lower + self.bounds.upper) / 2 if self.offset is None else self.offset
 
     @property
     def step(self) -> float:
         """The distance between neighbouring grid points."""
-        return (self.bounds.upper - self.bounds.lower) / (2 * self.half_steps)
+        if self.offset is None:
+            return (self.bounds.upper - self.bounds.lower) / (2 * self.half_steps)
+        return max(self.bounds.upper - self.offset, self.offset - self.bounds.lower) / self.half_steps
 
     @property
     def points(self) -> int:

@@ -21,7 +21,7 @@ from tests.steward import steward_of
 ALLOCATION = {"bounds": 0.05, "one_way": 0.35, "selection": 0.04, "cliques": 0.41, "hierarchy": 0.05, "stats": 0.10}
 STATS = [
     {"column": "age", "statistics": ["count", "mean", "std", "median", "quantiles"], "quantiles": [0.1, 0.9]},
-    {"column": "capital-gain", "statistics": ["mean"]},  # no public bounds: the bounds stage finds them
+    {"column": "capital-gain", "statistics": ["mean"]},  # no public bounds: chosen for the mean (dp.statistics.means)
 ]
 SLOPE = {"sample_and_aggregate": "slope", "x": "age", "y": "hours-per-week", "chunks": 1000, "range": [-1, 1]}
 
@@ -95,7 +95,9 @@ def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path)
     with Ledger.open(ledger) as book:
         charges = book.charges(release_id="s1")
     stats = [c for c in charges if c.stage == "stats"]
-    assert {c.query for c in stats} >= {"count(age)", "sum(age)", "sum_of_squares(age)", "count(capital-gain)"}
+    assert {c.query for c in stats} >= {"count(age)", "sum(age)", "sum_of_squares(age)", "count(capital-gain)",
+                                        "upper bound of capital-gain (mean)", "centre of capital-gain (mean)"}
+    assert gain["bounds"]["lower"] <= gain["bounds"]["offset"] <= gain["bounds"]["upper"]
     audit = json.loads((target / "audit.json").read_text())
     assert any(m["stage"] == "stats" for m in audit["measurements"])
     # The same figures as a table, in the audit (with a chart) and, beside the truth, in the steward's report.

@@ -1,0 +1,121 @@
+"""A mean without public bounds (dp.statistics.means): grid offset, budget split, selections, booking, replay."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
+from dprelease.dp.accounting.charges import ReleaseContext
+from dprelease.dp.accounting.ledger import Ledger
+from dprelease.dp.errors import ParameterError
+from dprelease.dp.measurement.bounds import geometric_grid
+from dprelease.dp.mechanisms.random import secure_noise
+from dprelease.dp.statistics.clipping import ClipBounds, Grid
+from dprelease.dp.statistics.means import (
+    MEAN_HALF_STEPS,
+    MEAN_SHARES,
+    mean_grid,
+    mean_weights,
+    measure_svt_moments,
+    select_mean_bounds,
+    split_mean_budget,
+)
+from tests.noise import SeededNoise
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with Ledger.open(tmp_path / "ledger.sqlite") as book:
+        book.register("pop", "pure", PureBudget(Fraction(100)), Fraction(0))
+        book.reserve("pop", "r1", PureBudget(Fraction(50)))
+        yield book
+
+
+def test_an_offset_grid_encodes_within_half_steps_around_the_offset():
+    grid = Grid(ClipBounds(0.0, 100.0), half_steps=10, offset=20.0)
+    assert grid.centre == 20.0 and grid.step == 8.0  # max(100 - 20, 20 - 0) / 10
+    codes = grid.encode(np.array([-5.0, 0.0, 20.0, 100.0, 1e9]))
+    assert codes.tolist() == [-2, -2, 0, 10, 10] and np.abs(codes).max() <= grid.half_steps
+    assert grid.decode(codes).tolist() == [4.0, 4.0, 20.0, 100.0, 100.0]
+    assert Grid(ClipBounds(0.0, 100.0), half_steps=10).centre == 50.0  # no offset: the midpoint, as before
+    with pytest.raises(ParameterError, match="offset"):
+        Grid(ClipBounds(0.0, 1.0), offset=2.0)
+
+
+def test_grids_and_shares():
+    assert geometric_grid(0, 16) == (0.0, 1.0, 2.0, 4.0, 8.0, 16.0)  # the default ratio is unchanged
+    fine = mean_grid(-2.0, 2.0)
+    assert fine[0] == -2.0 and fine[-1] == 2.0 and 0.0 in fine and 1.1 in fine and -1.1 in fine
+    with pytest.raises(ParameterError, match="ratio"):
+        geometric_grid(0, 16, 1.0)
+    assert sum(MEAN_SHARES.values()) == 1
+    shares = split_mean_budget(PureBudget(Fraction(1)))
+    assert {k: v.epsilon for k, v in shares.items()} == dict(MEAN_SHARES)
+    assert mean_weights({"mean"}) == {"count": 1, "sum": 14, "sum_of_squares": 0}
+    assert mean_weights({"variance"})["sum_of_squares"] == 14
+
+
+def test_a_nonnegative_range_searches_the_upper_end_and_the_offset_only(ledger):
+    values = np.arange(17.0, 91.0).repeat(50)  # 3 700 rows in [17, 90]
+    found = select_mean_bounds(values, "age", (0.0, 2.0**17), PureBudget(Fraction(2)), PureBudget(Fraction(1)),
+                               ReleaseContext(ledger, "r1", "pure", SeededNoise(3)))
+    charges = ledger.charges(release_id="r1")
+    assert [c.query for c in charges] == ["upper bound of age (mean)", "centre of age (mean)"]
+    assert [c.loss for c in charges] == [Fraction(2), Fraction(1)]
+    lower, upper = found.selected
+    # Selections draw from the secure source: the checks hold but with probability < 1e-8 (500 rows lie above
+    # 80; a bound k times past the edge has probability about k^-4)
+    assert lower == 0.0 and 80 <= upper <= 1e4 and 30 <= found.centre <= 60
+    radius = max(upper - found.centre, found.centre - lower)
+    assert found.lower == max(0.0, found.centre - radius) and found.upper == min(2.0**17, found.centre + radius)
+    grid = found.grid()
+    assert grid.half_steps == MEAN_HALF_STEPS and grid.centre == found.centre and grid.bounds.source == "svt"
+    again = select_mean_bounds(values, "age", (0.0, 2.0**17), PureBudget(Fraction(2)), PureBudget(Fraction(1)),
+                               ReleaseContext(ledger, "r1", "pure", SeededNoise(99)))
+    assert again == found and len(ledger.charges(release_id="r1")) == 2  # a re-run replays, books nothing
+    assert found.records == tuple(c for c in found.records)
+
+
+def test_a_signed_range_searches_both_ends_from_zero(ledger):
+    values = np.linspace(-40.0, 30.0, 2000)
+    found = select_mean_bounds(values, "profit", (-1e4, 1e4), PureBudget(Fraction(2)), PureBudget(Fraction(1)),
+                               ReleaseContext(ledger, "r1", "pure", SeededNoise(5)))
+    assert [c.loss for c in ledger.charges(release_id="r1")] == [Fraction(1), Fraction(1), Fraction(1)]
+    assert -4000 <= found.selected[0] <= -36 and 27 <= found.selected[1] <= 4000
+    assert found.lower <= found.centre <= found.upper
+
+
+def test_bad_budgets_book_nothing(ledger):
+    with pytest.raises(ParameterError, match="bounds_budget"):
+        select_mean_bounds(np.ones(3), "x", (0.0, 8.0), Fraction(1), PureBudget(Fraction(1)),  # type: ignore[arg-type]
+                           ReleaseContext(ledger, "r1", "pure", SeededNoise(1)))
+    assert ledger.charges(release_id="r1") == []
+
+
+def test_the_svt_moments_book_exactly_the_budget_and_estimate_the_mean(ledger):
+    rng = np.random.default_rng(1)  # test data, not a release
+    values = np.round(rng.lognormal(1.5, 1.0, 20_000), 1)
+    found, moments = measure_svt_moments(values, "stay", (0.0, 2.0**17), PureBudget(Fraction(1)),
+                                         ReleaseContext(ledger, "r1", "pure", SeededNoise(2)), seed=4)
+    charges = ledger.charges(release_id="r1")
+    assert Fraction(1) - Fraction(1, 10**12) < sum(c.loss for c in charges) <= Fraction(1)  # scales rounded up
+    assert [c.query for c in charges][-2:] == ["count(stay)", "sum(stay)"]
+    mean = moments.mean()
+    assert mean.low <= mean.estimate <= mean.high and abs(mean.estimate - values.mean()) < 0.3
+    assert moments.grid == found.grid()
+
+
+def test_the_svt_moments_book_rho_under_zcdp(tmp_path):
+    with Ledger.open(tmp_path / "z.sqlite") as book:
+        book.register("pop", "zcdp", ZCDPBudget(Fraction(10)), Fraction(1, 10**9))
+        book.reserve("pop", "r1", ZCDPBudget(Fraction(5)))
+        values = np.arange(1.0, 101.0).repeat(20)
+        _, moments = measure_svt_moments(values, "x", (0.0, 1e4), ZCDPBudget(Fraction(1, 2)),
+                                         ReleaseContext(book, "r1", "zcdp", secure_noise()),  # sigma ~1e10
+                                         statistics=frozenset({"mean", "variance"}))
+        total = sum(c.loss for c in book.charges(release_id="r1"))
+        assert 0 < total <= Fraction(1, 2)
+        assert abs(moments.mean().estimate - 50.5) < 2 and "sum_of_squares" in moments.noisy
