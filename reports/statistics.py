@@ -50,15 +50,15 @@ def _bounds(bounds: Mapping[str, Any]) -> str:
     return f"[{float(bounds['lower']):g}, {float(bounds['upper']):g}] {bounds['source']}"
 
 
-def _part(subject: str, bounds: str, by: str | None, group: str | None,
-          part: Mapping[str, Any]) -> list[PublishedStatistic]:
+def _part(subject: str, bounds: str, by: str | None, group: str | None, part: Mapping[str, Any],
+          quantile_bounds: str | None = None) -> list[PublishedStatistic]:
     rows = [PublishedStatistic(subject, by, group, str(e["statistic"]), None, _number(e["estimate"]),
                                _number(e["low95"]), _number(e["high95"]), str(e.get("mechanism", "")), bounds,
                                _number(e.get("budget")))
             for e in part.get("estimates", ())]
     rows += [PublishedStatistic(subject, by, group, "quantile", float(q["level"]), _number(q["value"]),
-                                _number(q["low95"]), _number(q["high95"]), str(q.get("mechanism", "")), bounds,
-                                _number(q.get("budget")))
+                                _number(q["low95"]), _number(q["high95"]), str(q.get("mechanism", "")),
+                                quantile_bounds or bounds, _number(q.get("budget")))
              for q in part.get("quantiles", ())]
     return rows
 
@@ -68,11 +68,12 @@ def statistic_rows(document: Mapping[str, Any]) -> list[PublishedStatistic]:
     rows: list[PublishedStatistic] = []
     for column in document.get("columns", ()):
         bounds, by = _bounds(column["bounds"]), column.get("by")
+        quantile_bounds = _bounds(column["quantile_bounds"]) if "quantile_bounds" in column else None
         if by is None:
-            rows += _part(str(column["column"]), bounds, None, None, column)
+            rows += _part(str(column["column"]), bounds, None, None, column, quantile_bounds)
         else:
             for group in column["groups"]:
-                rows += _part(str(column["column"]), bounds, str(by), str(group["group"]), group)
+                rows += _part(str(column["column"]), bounds, str(by), str(group["group"]), group, quantile_bounds)
     for aggregate in document.get("aggregates", ()):
         low, high = aggregate["range"]
         rows.append(PublishedStatistic(

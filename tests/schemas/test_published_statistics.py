@@ -28,6 +28,7 @@ DOCUMENT = {
          "quantiles": [{"level": 0.5, "value": None, "low95": None, "high95": None, "mechanism": "ptr",
                         "budget": 0.02, "outcome": "refused"}]},
         {"column": "hours", "by": "sex", "bounds": {"lower": 0.0, "upper": 99.0, "source": "svt"},
+         "quantile_bounds": {"lower": 0.0, "upper": 128.0, "source": "svt"},
          "groups": [{"group": "F", "estimates": [{"statistic": "mean", "estimate": 35.0, "low95": 33.0,
                                                   "high95": 37.0, "mechanism": "g", "budget": 0.01}],
                      "quantiles": [{"level": 0.25, "value": 30.0, "low95": 28.0, "high95": 33.0,
@@ -49,6 +50,8 @@ def test_every_statistic_group_and_level_is_one_row(tmp_path):
         ("hours", "F", "mean", None), ("hours", "F", "quantile", 0.25), ("hours", "M", "mean", None),
         ("slope(hours ~ age)", None, "slope", None)]
     assert rows[2].estimate is None and rows[3].bounds == "[0, 99] svt" and rows[6].bounds == "range [-1, 1] public"
+    assert rows[4].bounds == "[0, 128] svt"  # a quantile's own clipping bounds, where they differ from the moments'
+    assert rows[0].bounds == rows[2].bounds == "[17, 90] public"
     write_statistics_parquet(rows, tmp_path / "s.parquet")
     table = pq.read_table(tmp_path / "s.parquet")
     assert table.num_rows == 7 and table.column("estimate").null_count == 1
