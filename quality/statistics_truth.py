@@ -17,6 +17,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from dprelease.dp.statistics.aggregate import REGISTERED
+
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -66,12 +68,8 @@ def _moment(values: FloatArray, statistic: str, level: float | None) -> float | 
 def _function(table: pa.Table, aggregate: Mapping[str, Any]) -> float | None:
     x, y = _floats(table, str(aggregate["x"])), _floats(table, str(aggregate["y"]))
     both = ~(np.isnan(x) | np.isnan(y))
-    x, y = x[both], y[both]
-    if aggregate["function"] == "ratio":
-        return float(y.sum() / x.sum()) if x.sum() != 0 else None
-    dx = x - x.mean() if len(x) else x
-    denominator = float(np.dot(dx, dx))
-    return float(np.dot(dx, y - y.mean()) / denominator) if denominator > 0 else None
+    value = REGISTERED[str(aggregate["function"])](np.column_stack([x[both], y[both]]))
+    return None if math.isnan(value) else value
 
 
 def true_statistics(rows: Sequence[_Row], document: Mapping[str, Any],

@@ -95,6 +95,10 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.6g}"
 
 
+def _interval(row: PublishedStatistic) -> str:
+    return "-" if row.low95 is None or row.high95 is None else f"[{row.low95:.6g}, {row.high95:.6g}]"
+
+
 def _label(row: PublishedStatistic) -> str:
     statistic = f"quantile {row.level:g}" if row.level is not None else row.statistic
     return statistic + (f" ({row.by} = {row.group})" if row.group is not None else "")
@@ -109,8 +113,7 @@ def markdown_section(rows: Iterable[PublishedStatistic], unit: str) -> list[str]
              f"| of | statistic | estimate | 95 % interval | mechanism | bounds | {unit} |",
              "|---|---|---|---|---|---|---|"]
     for row in rows:
-        interval = "-" if row.low95 is None or row.high95 is None else f"[{row.low95:.6g}, {row.high95:.6g}]"
-        lines.append(f"| {row.subject} | {_label(row)} | {_cell(row.estimate)} | {interval} | {row.mechanism} | "
+        lines.append(f"| {row.subject} | {_label(row)} | {_cell(row.estimate)} | {_interval(row)} | {row.mechanism} | "
                      f"{row.bounds} | {_cell(row.budget)} |")
     return lines
 
@@ -153,11 +156,8 @@ def html_section(rows: Sequence[PublishedStatistic], unit: str) -> str:
         chart = _chart(_WIDTH_IN, height, lambda fig: _draw(fig, panels),
                        "The published means, quantiles and functions with their 95 % noise intervals")
 
-    def interval(row: PublishedStatistic) -> str:
-        return "-" if row.low95 is None or row.high95 is None else f"[{row.low95:.6g}, {row.high95:.6g}]"
-
     table = _table(["of", "statistic", "estimate", "95 % interval", "mechanism", "bounds", _esc(_unit(unit))],
-                   [[_code(row.subject), _esc(_label(row)), _esc(_cell(row.estimate)), _esc(interval(row)),
+                   [[_code(row.subject), _esc(_label(row)), _esc(_cell(row.estimate)), _esc(_interval(row)),
                      _esc(row.mechanism), _esc(row.bounds), _esc(_cell(row.budget))] for row in rows])
     key = ('<p class="small">Dot: a mean or a function\'s estimate; tick: a quantile; bar: its 95 % noise '
            "interval. Counts, sums, variances and standard deviations are in the table.</p>") if chart else ""
