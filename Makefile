@@ -18,9 +18,11 @@ ldp-example: bootstrap
 	@.venv/bin/dprelease ldp-collect examples/ldp-covid/collection.yaml
 	@.venv/bin/dprelease ldp-collect examples/ldp-covid/rappor.yaml
 
-## Run the test suite (unit, statistical privacy, end-to-end flows), then ruff and mypy.
+## Run the test suite (unit, statistical privacy, end-to-end flows) on TEST_WORKERS processes, then ruff and mypy.
+## Whole test files go to one worker (--dist loadfile): a file's module fixtures (a release, a server) run once.
+TEST_WORKERS ?= 2
 test: bootstrap
-	@.venv/bin/python -m pytest
+	@.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 	@.venv/bin/python -m ruff check dp schemas tasks flows tests quality reports teaching benchmarks setup.py dprelease
 	@.venv/bin/python -m mypy
 

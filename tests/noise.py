@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from dprelease.dp.mechanisms.random import IntArray
 
@@ -24,6 +25,20 @@ class SeededNoise:
         weights = np.exp(-(support.astype(float) ** 2) / (2 * sigma * sigma))
         draws = self.rng.choice(support, size=len(values), p=weights / weights.sum())
         return np.asarray(values, dtype=np.int64) + draws
+
+
+class SeededSelectionNoise(SeededNoise):
+    """:class:`SeededNoise` that also draws selections from its seeded generator, for tests whose outcome
+    must not depend on a secure draw (a unit test that pins one typical outcome of a selection; the
+    selection's distribution itself is audited in ``tests/statistical``)."""
+
+    def gumbel_argmax(self, scores: npt.ArrayLike, scale: float) -> int:
+        values = np.asarray(scores, dtype=np.float64)
+        return int(np.argmax(values + self.rng.gumbel(0.0, scale, len(values))))
+
+    def exponential_argmax(self, scores: npt.ArrayLike, scale: float) -> int:
+        values = np.asarray(scores, dtype=np.float64)
+        return int(np.argmax(values + self.rng.exponential(scale, len(values))))
 
 
 class SpyNoise:

@@ -48,14 +48,14 @@ def _bomb(levels: int = 9) -> str:
 
 
 @pytest.mark.parametrize("key", ["weighting", "root", "dask"])
-def test_an_alias_bomb_is_refused_in_under_2_seconds(tmp_path, key):
+def test_an_alias_bomb_is_refused_without_being_expanded(tmp_path, key):
     base = (ADULT / "release.yaml").read_text(encoding="utf-8")
     text = _bomb() + base + f"{key}: *a8\n"
     spec = _example(tmp_path, text)
     start = time.monotonic()
     with pytest.raises(SchemaError, match=f"more than {MAX_YAML_ALIASES} aliases") as info:
         load_spec(spec)
-    assert time.monotonic() - start < 2 and len(str(info.value)) < 300
+    assert time.monotonic() - start < 10 and len(str(info.value)) < 300  # an expanded bomb takes minutes
 
 
 def test_an_alias_bomb_in_a_column_type_is_refused(tmp_path):
@@ -116,7 +116,7 @@ def test_a_tiny_epsilon_is_refused_at_plan_time_in_milliseconds(tmp_path):
     start = time.monotonic()
     with pytest.raises(SchemaError, match="noise of scale"):
         plan_release(spec, "r", 0)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # a blow-up, not a speed target: the refusal takes milliseconds
 
 
 def test_shares_below_1_spend_only_that_fraction(tmp_path):
