@@ -33,40 +33,11 @@ import numpy as np
 import numpy.typing as npt
 
 from dprelease.dp.errors import InternalError, ParameterError
+from dprelease.dp.synthesis.arrays import FloatArray, logsumexp
+from dprelease.dp.synthesis.arrays import align as _align
+from dprelease.dp.synthesis.arrays import sum_to as _sum_to
 from dprelease.dp.synthesis.noisy import NoisyMarginal
 from dprelease.dp.synthesis.postprocess import round_preserving_sum
-
-FloatArray = npt.NDArray[np.float64]
-
-
-def logsumexp(array: FloatArray, axis: int | tuple[int, ...] | None = None) -> FloatArray:
-    """The logarithm of Σ exp(array) over ``axis`` (all axes when None), stably; finite inputs.
-
-    The same value as ``scipy.special.logsumexp`` without its per-call overhead, which dominated the
-    fit (thousands of calls on small arrays per release).
-    """
-    peak = np.max(array, axis=axis, keepdims=True)
-    out: FloatArray = np.log(np.sum(np.exp(array - peak), axis=axis, keepdims=True)) + peak
-    return out.reshape(()) if axis is None else np.squeeze(out, axis=axis)
-
-
-def _align(array: FloatArray, source: tuple[str, ...], target: tuple[str, ...]) -> FloatArray:
-    """``array`` over ``source`` laid out over ``target`` (a superset), with size-1 axes where missing."""
-    order = [source.index(v) for v in target if v in source]
-    moved = np.transpose(array, order)
-    shape = [array.shape[source.index(v)] if v in source else 1 for v in target]
-    out: FloatArray = moved.reshape(shape)
-    return out
-
-
-def _sum_to(array: FloatArray, source: tuple[str, ...], keep: tuple[str, ...], *, log: bool = False) -> FloatArray:
-    """Marginalise ``array`` over ``source`` onto ``keep`` (in ``keep``'s order); log-sum-exp in log space."""
-    axes = tuple(i for i, v in enumerate(source) if v not in keep)
-    summed = (logsumexp(array, axis=axes) if log else array.sum(axis=axes)) if axes else array
-    remaining = tuple(v for v in source if v in keep)
-    out: FloatArray = np.transpose(summed, [remaining.index(v) for v in keep])
-    return out
-
 
 ITERATIONS = 300
 """Accepted mirror-descent steps of a fit that does not start from post-processed tables (:func:`measured_start`)."""

@@ -24,6 +24,7 @@ from dprelease.dp.measurement.cliques import (
     tree_order,
 )
 from dprelease.dp.mechanisms.random import secure_noise
+from dprelease.dp.synthesis.arrays import align, sum_to
 from dprelease.dp.synthesis.junction import JunctionTree, Marginal, estimate, junction_parents, measured_start
 from dprelease.dp.synthesis.sampling import (
     _alias_tables,
@@ -309,7 +310,7 @@ def test_a_marginal_may_carry_one_variance_per_cell():
 def test_logsumexp_matches_scipy(rows, cols, seed):
     from scipy.special import logsumexp as reference
 
-    from dprelease.dp.synthesis.junction import logsumexp
+    from dprelease.dp.synthesis.arrays import logsumexp
 
     array = np.random.default_rng(seed).normal(0, 50, size=(rows, cols, 3))
     for axis in (None, 0, 1, (0, 2), (0, 1, 2)):
@@ -329,3 +330,22 @@ def test_noise_aware_second_parents_drop_a_parent_whose_cells_would_hold_more_no
     assert cliques == [("a", "b"), ("b", "a", "c"), ("b", "d")]
     assert [r.query for r in records] == ["second parent of c", "second parent of d"]  # "none" is a candidate
     assert noise_dominated(46.0, 8, 7634) and not noise_dominated(30.0, 8, 32561)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations(["a", "b", "c"]), st.integers(0, 3), st.integers(0, 2**32 - 1))
+def test_sum_to_and_align_agree_with_einsum(order, kept, seed):
+    generator = np.random.default_rng(seed)  # test data
+    sizes = {"a": 2, "b": 3, "c": 4}
+    source = tuple(order)
+    array = generator.normal(size=[sizes[c] for c in source])
+    keep = tuple(order[:kept][::-1])  # a subset, in another order
+    letters = {"a": "i", "b": "j", "c": "k"}
+    expected = np.einsum("".join(letters[c] for c in source) + "->" + "".join(letters[c] for c in keep), array)
+    assert np.allclose(sum_to(array, source, keep), expected)
+    assert np.allclose(sum_to(array, source, keep, log=True), np.log(np.einsum(
+        "".join(letters[c] for c in source) + "->" + "".join(letters[c] for c in keep), np.exp(array))))
+    laid = align(expected, keep, source)
+    assert laid.shape == tuple(sizes[c] if c in keep else 1 for c in source)
+    copies = array.size // max(expected.size, 1)  # the cells of the columns ``keep`` lacks
+    assert np.allclose(sum_to(np.broadcast_to(laid, array.shape), source, keep), expected * copies)
