@@ -95,8 +95,8 @@ COLUMNS: dict[str, dict[str, Any]] = {
 }
 HEADLINE_N = 10_000
 EDGE: dict[str, Any] = {"inward": False}
-CONFIGS = ("dprelease svt", "dprelease public", "opendp wide", "opendp oracle", "diffprivlib oracle",
-           "diffprivlib no-bounds", "dprelease svt-inward")
+CONFIGS = ("dprelease svt", "dprelease svt+bias", "dprelease public", "opendp wide", "opendp oracle",
+           "diffprivlib oracle", "diffprivlib no-bounds", "dprelease svt-inward")
 PEER_CONFIGS = ("opendp wide", "opendp oracle", "diffprivlib oracle", "diffprivlib no-bounds")
 
 
@@ -212,10 +212,11 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
             out: dict[str, Any] = {}
             x = data[cell["key"]]
             eps = Fraction(cell["epsilon"])
-            for config in ("dprelease svt", "dprelease public", "dprelease svt-inward"):
+            for config in ("dprelease svt", "dprelease svt+bias", "dprelease public", "dprelease svt-inward"):
                 if config == "dprelease svt-inward" and not EDGE["inward"]:
                     continue  # the reference (the mechanism before), with --with-inward
                 estimates, spent, lows, highs, clipped_truth, failed, uppers = [], [], [], [], [], 0, []
+                flags: list[list[bool]] = []
                 for r in range(cell["reps"]):
                     run += 1
                     if seeded:
@@ -231,9 +232,10 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
                         grid = Grid(bounds)
                         moments = measure_moments(x, MomentsMechanism(grid, budget, weights=weights), context,
                                                   column=name, seed=r)
-                    elif config == "dprelease svt":  # the library path of a stats column without public bounds
-                        found, moments = measure_svt_moments(x, name, tuple(cell["wide"]), PureBudget(eps), context,
-                                                             seed=r)
+                    elif config in ("dprelease svt", "dprelease svt+bias"):  # a stats column without public bounds
+                        measured = measure_svt_moments(x, name, tuple(cell["wide"]), PureBudget(eps), context, seed=r,
+                                                       clipping_bias=config.endswith("bias"))
+                        found, moments = measured[0], measured[1]
                         records += list(found.records)
                         grid = moments.grid
                         failed += found.upper == cell["wide"][1]
@@ -247,9 +249,18 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
                                                                       weights=weights), context, column=name, seed=r)
                     records += list(moments.records)
                     mean = moments.mean()
-                    estimates.append(mean.estimate)
-                    lows.append(mean.low)
-                    highs.append(mean.high)
+                    if config == "dprelease svt+bias":  # the corrected mean and its interval (both noises)
+                        bias = measured[2]  # type: ignore[misc]
+                        records += list(bias.records)
+                        report = bias.report(moments)
+                        estimates.append(report.corrected)
+                        lows.append(report.corrected_low)
+                        highs.append(report.corrected_high)
+                        flags.append([report.clips, report.beyond_cap])
+                    else:
+                        estimates.append(mean.estimate)
+                        lows.append(mean.low)
+                        highs.append(mean.high)
                     clipped_truth.append(float(np.mean(grid.decode(grid.encode(x)))))
                     uppers.append(grid.bounds.upper)
                     loss = sum((Fraction(rec.native_loss.amount) for rec in records), Fraction(0))
@@ -257,7 +268,8 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
                     spent.append(float(loss))
                 out[f"{cell['key']}|{config}"] = {"estimates": estimates, "spent": spent, "failures": failed,
                                                   "low": lows, "high": highs, "clipped_truth": clipped_truth,
-                                                  "upper_median": float(np.median(uppers))}
+                                                  "upper_median": float(np.median(uppers)),
+                                                  **({"flags": flags} if flags else {})}
             ledger_total = sum((c.loss for c in ledger.charges(release_id="stats-peers")), Fraction(0))
             if ledger_total != booked_total:
                 raise RuntimeError(f"the ledger booked {ledger_total}, the records say {booked_total}")
@@ -293,6 +305,9 @@ def summarise(result: dict[str, Any], truth: float, declared: float, reps: int) 
         row["coverage_true_mean"] = float(np.mean((low <= truth) & (truth <= high)))
         row["coverage_clipped_mean"] = float(np.mean((low <= target) & (target <= high)))
         row["upper_median"] = result["upper_median"]
+    if result.get("flags"):
+        flags = np.asarray(result["flags"], dtype=bool)
+        row["flag_clips_rate"], row["flag_beyond_cap_rate"] = float(flags[:, 0].mean()), float(flags[:, 1].mean())
     if "warned_privacy_leak" in result:
         row["warned"] = result["warned_privacy_leak"]
     return row
@@ -315,6 +330,10 @@ def verdict(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "svt_over_best_oracle": svt / oracle,
             "coverage_in_93_97": bool(0.93 <= cover <= 0.97),  # of the true mean, by the svt mean's interval
         }
+        if "dprelease svt+bias" in rows:  # the clipping-corrected mean and its interval (both noises)
+            corrected = rows["dprelease svt+bias"]
+            out[key].update(bias_over_best_oracle=corrected["rmse"] / oracle,
+                            bias_coverage_in_93_97=bool(0.93 <= corrected["coverage_true_mean"] <= 0.97))
     return out
 
 
@@ -411,20 +430,24 @@ def summarise_work(work: Path, out: Path, seconds: float | None = None) -> None:
 
 def print_table(report: dict[str, Any]) -> None:
     """The headline table (RMSE per configuration), the ratios and the done-when, per cell."""
-    short = ("svt", "public", "odp-wide", "odp-orc", "dpl-orc", "dpl-nob")
+    shown = ("dprelease svt", "dprelease svt+bias", "dprelease public", "opendp wide", "opendp oracle",
+             "diffprivlib oracle", "diffprivlib no-bounds")
+    short = ("svt", "svt+bias", "public", "odp-wide", "odp-orc", "dpl-orc", "dpl-nob")
     print(f"versions {report['versions']}; dprelease noise: {report['noise']}; "
           f"cells finished {report.get('cells_finished', '?')}/{report.get('cells_planned', '?')}")
     print(f"{'column':15s} {'n':>6s} {'eps':>4s} " + " ".join(f"{s:>9s}" for s in short)
-          + "  svt/orc  cov(true,clip)  fail  done")
+          + "  svt/orc  cov(true,clip)  +bias/orc cov(true) fail  done")
     for key, rows in report["cells"].items():
         column, n, eps = key.split("|")
-        rmse = [rows[c]["rmse"] for c in CONFIGS[:6]]
+        rmse = [rows[c]["rmse"] if c in rows else math.nan for c in shown]
         v = report["done_when"][key]
         ok = v["svt_le_private_no_bounds_peer"] and v["svt_le_1.5x_best_oracle_peer"] and v["coverage_in_93_97"]
         svt = rows["dprelease svt"]
         cov = f"{svt['coverage_true_mean']:.3f},{svt['coverage_clipped_mean']:.3f}"
+        corrected = (f"  {v['bias_over_best_oracle']:7.2f}  {rows['dprelease svt+bias']['coverage_true_mean']:.3f}"
+                     if "bias_over_best_oracle" in v else "")
         print(f"{column:15s} {n:>6s} {eps:>4s} " + " ".join(f"{x:9.3g}" for x in rmse)
-              + f"  {v['svt_over_best_oracle']:7.2f}  {cov}  {rows['dprelease svt']['failure_rate']:.2f}"
+              + f"  {v['svt_over_best_oracle']:7.2f}  {cov}{corrected}  {rows['dprelease svt']['failure_rate']:.2f}"
               + f"  {'yes' if ok else 'no'}")
     held = sum(all(v[k] for k in ("svt_le_private_no_bounds_peer", "svt_le_1.5x_best_oracle_peer",
                                    "coverage_in_93_97")) for v in report["done_when"].values())
