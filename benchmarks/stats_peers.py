@@ -26,6 +26,12 @@ Configurations, each at the same total ε for the mean (bound discovery included
     ``dp.statistics.means.measure_svt_moments`` over the wide range (fine geometric grid of ratio 1.1;
     exponential-mechanism selections of the upper bound, 20 % of ε, and of a median offset, 5 %; the
     lower bound is the range's 0 end), then count (5 %) and sum (70 %) on the grid offset at the median.
+``dprelease svt+bias``
+    The same with ``clipping_bias=True`` (``dp.statistics.bias``): 20 % of ε moves from the sum to the
+    clipping-bias estimate (a 4-cell count of the tails, 5 %, and the excess beyond the bounds out to
+    caps a quarter of the radius further, 15 %); the estimate and interval reported are the *corrected*
+    mean's (the interval combines both noises), and the flag rates (``flag_clips_rate``,
+    ``flag_beyond_cap_rate``) are in the summary.
 ``dprelease svt-inward`` (with ``--with-inward``)
     The book's inward discovery (``scan="inward"``, two runs of ε/10), then the moments with 4ε/5:
     the mechanism before this benchmark (``benchmarks/stats_rmse.py``), for reference.
@@ -365,6 +371,8 @@ def main() -> None:
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--work", help="folder for the data and the per-cell results (default: a new temp folder)")
     parser.add_argument("--summarise", metavar="WORK", help="write the report from a work folder's finished cells")
+    parser.add_argument("--peers-from", type=Path, metavar="JSON",
+                        help="run dprelease only; take the peers' summaries of the same cells from a saved report")
     args = parser.parse_args()
     if args.worker:
         peer_worker(*args.worker)
@@ -373,10 +381,10 @@ def main() -> None:
         print_table(json.loads(args.out.read_text()))
         return
     if args.summarise:
-        summarise_work(Path(args.summarise), args.out)
+        summarise_work(Path(args.summarise), args.out, peers_from=args.peers_from)
         return
     EDGE.update(inward=args.with_inward)
-    if not PEER_PYTHON.exists():
+    if not args.peers_from and not PEER_PYTHON.exists():
         sys.exit(f"{PEER_PYTHON}: missing; run bash benchmarks/setup_stats_peers.sh first")
     cells = make_cells(args.reps, args.headline_reps, tuple(int(s) for s in args.sizes.split(",")),
                        tuple(args.columns.split(",")), tuple(args.epsilons.split(",")))
@@ -390,6 +398,10 @@ def main() -> None:
         (work / name).unlink(missing_ok=True)
     print(f"work folder {work} (partial results: --summarise {work})", flush=True)
     started = time.time()
+    if args.peers_from:  # dprelease only: the peers' summaries come from the saved report
+        run_dprelease(cells, data, args.seeded, work / "dprelease.jsonl")
+        summarise_work(work, args.out, time.time() - started, peers_from=args.peers_from)
+        return
     peers = subprocess.Popen([str(PEER_PYTHON), __file__, "--worker", str(work / "in.json"),
                               str(work / "peers.jsonl")])
     run_dprelease(cells, data, args.seeded, work / "dprelease.jsonl")
@@ -398,13 +410,20 @@ def main() -> None:
     summarise_work(work, args.out, time.time() - started)
 
 
-def summarise_work(work: Path, out: Path, seconds: float | None = None) -> None:
-    """The report from a work folder: every cell that both dprelease and the peers have finished."""
+def summarise_work(work: Path, out: Path, seconds: float | None = None, peers_from: Path | None = None) -> None:
+    """The report from a work folder: every cell that both dprelease and the peers have finished.
+
+    With ``peers_from`` (a saved report of the same cells, same data), the peers' rows are copied from it
+    (their RMSEs, coverages and budgets as measured then) and only dprelease's results are read here.
+    """
     spec = json.loads((work / "in.json").read_text())
     data = dict(np.load(work / "data.npz"))
     results: dict[str, Any] = {}
     done: dict[str, int] = {}
-    for name in ("dprelease.jsonl", "peers.jsonl"):
+    saved = json.loads(peers_from.read_text()) if peers_from else None
+    if saved is not None:
+        done.update({key: 1 for key in saved["cells"]})
+    for name in ("dprelease.jsonl",) if saved is not None else ("dprelease.jsonl", "peers.jsonl"):
         path = work / name
         for line in path.read_text().splitlines() if path.exists() else []:
             row = json.loads(line)
@@ -419,7 +438,10 @@ def summarise_work(work: Path, out: Path, seconds: float | None = None) -> None:
                                 for config in CONFIGS if f"{cell['key']}|{config}" in results}
         summary[cell["key"]]["truth"] = {"mean": truth, "min": float(data[cell["key"]].min()),
                                          "max": float(data[cell["key"]].max())}
-    report = {"versions": json.loads((work / "versions.json").read_text()), "noise": spec["noise"],
+        if saved is not None:
+            summary[cell["key"]].update({config: saved["cells"][cell["key"]][config] for config in PEER_CONFIGS})
+    versions = saved["versions"] if saved is not None else json.loads((work / "versions.json").read_text())
+    report = {"versions": versions, "noise": spec["noise"], **({"peers_from": str(peers_from)} if peers_from else {}),
               "seconds": None if seconds is None else round(seconds, 1),
               "cells_planned": len(spec["cells"]), "cells_finished": len(cells), "cells": summary,
               "done_when": verdict(summary)}
