@@ -69,6 +69,12 @@ Saved results (a loaded 2-core machine, load 10-14, so fewer repetitions than th
 RMSEs within about ±30 %, coverages in steps of 5 %, so the coverage test there is coarse);
 ``results/stats_peers_headline.json`` the five n = 10⁴, ε = 1 cells at 200 (``--seeded --sizes 10000
 --epsilons 1 --headline-reps 200 --out benchmarks/results/stats_peers_headline.json``).
+``results/stats_peers_clipbias.json`` adds ``dprelease svt+bias`` at the five headline cells (200
+repetitions; dprelease only, the peers' rows copied from the headline file: ``--seeded --sizes 10000
+--epsilons 1 --headline-reps 200 --peers-from benchmarks/results/stats_peers_headline.json --out ...``);
+``results/stats_peers_clipbias_n1000.json`` seven n = 10³ cells at ε ∈ {1, 1/2} (100 repetitions, peers
+from ``stats_peers.json``'s 20). Adding a configuration shifts the seeded runs, so the ``svt`` rows there
+differ from the headline file's by their sampling noise.
 """
 
 from __future__ import annotations
