@@ -26,6 +26,12 @@ Configurations, each at the same total ε for the mean (bound discovery included
     ``dp.statistics.means.measure_svt_moments`` over the wide range (fine geometric grid of ratio 1.1;
     exponential-mechanism selections of the upper bound, 20 % of ε, and of a median offset, 5 %; the
     lower bound is the range's 0 end), then count (5 %) and sum (70 %) on the grid offset at the median.
+``dprelease svt+bias``
+    The same with ``clipping_bias=True`` (``dp.statistics.bias``): 20 % of ε moves from the sum to the
+    clipping-bias estimate (a 4-cell count of the tails, 5 %, and the excess beyond the bounds out to
+    caps a quarter of the radius further, 15 %); the estimate and interval reported are the *corrected*
+    mean's (the interval combines both noises), and the flag rates (``flag_clips_rate``,
+    ``flag_beyond_cap_rate``) are in the summary.
 ``dprelease svt-inward`` (with ``--with-inward``)
     The book's inward discovery (``scan="inward"``, two runs of ε/10), then the moments with 4ε/5:
     the mechanism before this benchmark (``benchmarks/stats_rmse.py``), for reference.
@@ -63,6 +69,12 @@ Saved results (a loaded 2-core machine, load 10-14, so fewer repetitions than th
 RMSEs within about ±30 %, coverages in steps of 5 %, so the coverage test there is coarse);
 ``results/stats_peers_headline.json`` the five n = 10⁴, ε = 1 cells at 200 (``--seeded --sizes 10000
 --epsilons 1 --headline-reps 200 --out benchmarks/results/stats_peers_headline.json``).
+``results/stats_peers_clipbias.json`` adds ``dprelease svt+bias`` at the five headline cells (200
+repetitions; dprelease only, the peers' rows copied from the headline file: ``--seeded --sizes 10000
+--epsilons 1 --headline-reps 200 --peers-from benchmarks/results/stats_peers_headline.json --out ...``);
+``results/stats_peers_clipbias_n1000.json`` seven n = 10³ cells at ε ∈ {1, 1/2} (100 repetitions, peers
+from ``stats_peers.json``'s 20). Adding a configuration shifts the seeded runs, so the ``svt`` rows there
+differ from the headline file's by their sampling noise.
 """
 
 from __future__ import annotations
@@ -95,8 +107,8 @@ COLUMNS: dict[str, dict[str, Any]] = {
 }
 HEADLINE_N = 10_000
 EDGE: dict[str, Any] = {"inward": False}
-CONFIGS = ("dprelease svt", "dprelease public", "opendp wide", "opendp oracle", "diffprivlib oracle",
-           "diffprivlib no-bounds", "dprelease svt-inward")
+CONFIGS = ("dprelease svt", "dprelease svt+bias", "dprelease public", "opendp wide", "opendp oracle",
+           "diffprivlib oracle", "diffprivlib no-bounds", "dprelease svt-inward")
 PEER_CONFIGS = ("opendp wide", "opendp oracle", "diffprivlib oracle", "diffprivlib no-bounds")
 
 
@@ -212,10 +224,11 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
             out: dict[str, Any] = {}
             x = data[cell["key"]]
             eps = Fraction(cell["epsilon"])
-            for config in ("dprelease svt", "dprelease public", "dprelease svt-inward"):
+            for config in ("dprelease svt", "dprelease svt+bias", "dprelease public", "dprelease svt-inward"):
                 if config == "dprelease svt-inward" and not EDGE["inward"]:
                     continue  # the reference (the mechanism before), with --with-inward
                 estimates, spent, lows, highs, clipped_truth, failed, uppers = [], [], [], [], [], 0, []
+                flags: list[list[bool]] = []
                 for r in range(cell["reps"]):
                     run += 1
                     if seeded:
@@ -231,9 +244,10 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
                         grid = Grid(bounds)
                         moments = measure_moments(x, MomentsMechanism(grid, budget, weights=weights), context,
                                                   column=name, seed=r)
-                    elif config == "dprelease svt":  # the library path of a stats column without public bounds
-                        found, moments = measure_svt_moments(x, name, tuple(cell["wide"]), PureBudget(eps), context,
-                                                             seed=r)
+                    elif config in ("dprelease svt", "dprelease svt+bias"):  # a stats column without public bounds
+                        measured = measure_svt_moments(x, name, tuple(cell["wide"]), PureBudget(eps), context, seed=r,
+                                                       clipping_bias=config.endswith("bias"))
+                        found, moments = measured[0], measured[1]
                         records += list(found.records)
                         grid = moments.grid
                         failed += found.upper == cell["wide"][1]
@@ -247,9 +261,18 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
                                                                       weights=weights), context, column=name, seed=r)
                     records += list(moments.records)
                     mean = moments.mean()
-                    estimates.append(mean.estimate)
-                    lows.append(mean.low)
-                    highs.append(mean.high)
+                    if config == "dprelease svt+bias":  # the corrected mean and its interval (both noises)
+                        bias = measured[2]  # type: ignore[misc]
+                        records += list(bias.records)
+                        report = bias.report(moments)
+                        estimates.append(report.corrected)
+                        lows.append(report.corrected_low)
+                        highs.append(report.corrected_high)
+                        flags.append([report.clips, report.beyond_cap])
+                    else:
+                        estimates.append(mean.estimate)
+                        lows.append(mean.low)
+                        highs.append(mean.high)
                     clipped_truth.append(float(np.mean(grid.decode(grid.encode(x)))))
                     uppers.append(grid.bounds.upper)
                     loss = sum((Fraction(rec.native_loss.amount) for rec in records), Fraction(0))
@@ -257,7 +280,8 @@ def run_dprelease(cells: list[dict[str, Any]], data: dict[str, np.ndarray], seed
                     spent.append(float(loss))
                 out[f"{cell['key']}|{config}"] = {"estimates": estimates, "spent": spent, "failures": failed,
                                                   "low": lows, "high": highs, "clipped_truth": clipped_truth,
-                                                  "upper_median": float(np.median(uppers))}
+                                                  "upper_median": float(np.median(uppers)),
+                                                  **({"flags": flags} if flags else {})}
             ledger_total = sum((c.loss for c in ledger.charges(release_id="stats-peers")), Fraction(0))
             if ledger_total != booked_total:
                 raise RuntimeError(f"the ledger booked {ledger_total}, the records say {booked_total}")
@@ -293,6 +317,9 @@ def summarise(result: dict[str, Any], truth: float, declared: float, reps: int) 
         row["coverage_true_mean"] = float(np.mean((low <= truth) & (truth <= high)))
         row["coverage_clipped_mean"] = float(np.mean((low <= target) & (target <= high)))
         row["upper_median"] = result["upper_median"]
+    if result.get("flags"):
+        flags = np.asarray(result["flags"], dtype=bool)
+        row["flag_clips_rate"], row["flag_beyond_cap_rate"] = float(flags[:, 0].mean()), float(flags[:, 1].mean())
     if "warned_privacy_leak" in result:
         row["warned"] = result["warned_privacy_leak"]
     return row
@@ -315,6 +342,10 @@ def verdict(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "svt_over_best_oracle": svt / oracle,
             "coverage_in_93_97": bool(0.93 <= cover <= 0.97),  # of the true mean, by the svt mean's interval
         }
+        if "dprelease svt+bias" in rows:  # the clipping-corrected mean and its interval (both noises)
+            corrected = rows["dprelease svt+bias"]
+            out[key].update(bias_over_best_oracle=corrected["rmse"] / oracle,
+                            bias_coverage_in_93_97=bool(0.93 <= corrected["coverage_true_mean"] <= 0.97))
     return out
 
 
@@ -346,6 +377,8 @@ def main() -> None:
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--work", help="folder for the data and the per-cell results (default: a new temp folder)")
     parser.add_argument("--summarise", metavar="WORK", help="write the report from a work folder's finished cells")
+    parser.add_argument("--peers-from", type=Path, metavar="JSON",
+                        help="run dprelease only; take the peers' summaries of the same cells from a saved report")
     args = parser.parse_args()
     if args.worker:
         peer_worker(*args.worker)
@@ -354,10 +387,10 @@ def main() -> None:
         print_table(json.loads(args.out.read_text()))
         return
     if args.summarise:
-        summarise_work(Path(args.summarise), args.out)
+        summarise_work(Path(args.summarise), args.out, peers_from=args.peers_from)
         return
     EDGE.update(inward=args.with_inward)
-    if not PEER_PYTHON.exists():
+    if not args.peers_from and not PEER_PYTHON.exists():
         sys.exit(f"{PEER_PYTHON}: missing; run bash benchmarks/setup_stats_peers.sh first")
     cells = make_cells(args.reps, args.headline_reps, tuple(int(s) for s in args.sizes.split(",")),
                        tuple(args.columns.split(",")), tuple(args.epsilons.split(",")))
@@ -371,6 +404,10 @@ def main() -> None:
         (work / name).unlink(missing_ok=True)
     print(f"work folder {work} (partial results: --summarise {work})", flush=True)
     started = time.time()
+    if args.peers_from:  # dprelease only: the peers' summaries come from the saved report
+        run_dprelease(cells, data, args.seeded, work / "dprelease.jsonl")
+        summarise_work(work, args.out, time.time() - started, peers_from=args.peers_from)
+        return
     peers = subprocess.Popen([str(PEER_PYTHON), __file__, "--worker", str(work / "in.json"),
                               str(work / "peers.jsonl")])
     run_dprelease(cells, data, args.seeded, work / "dprelease.jsonl")
@@ -379,13 +416,20 @@ def main() -> None:
     summarise_work(work, args.out, time.time() - started)
 
 
-def summarise_work(work: Path, out: Path, seconds: float | None = None) -> None:
-    """The report from a work folder: every cell that both dprelease and the peers have finished."""
+def summarise_work(work: Path, out: Path, seconds: float | None = None, peers_from: Path | None = None) -> None:
+    """The report from a work folder: every cell that both dprelease and the peers have finished.
+
+    With ``peers_from`` (a saved report of the same cells, same data), the peers' rows are copied from it
+    (their RMSEs, coverages and budgets as measured then) and only dprelease's results are read here.
+    """
     spec = json.loads((work / "in.json").read_text())
     data = dict(np.load(work / "data.npz"))
     results: dict[str, Any] = {}
     done: dict[str, int] = {}
-    for name in ("dprelease.jsonl", "peers.jsonl"):
+    saved = json.loads(peers_from.read_text()) if peers_from else None
+    if saved is not None:
+        done.update({key: 1 for key in saved["cells"]})
+    for name in ("dprelease.jsonl",) if saved is not None else ("dprelease.jsonl", "peers.jsonl"):
         path = work / name
         for line in path.read_text().splitlines() if path.exists() else []:
             row = json.loads(line)
@@ -400,7 +444,10 @@ def summarise_work(work: Path, out: Path, seconds: float | None = None) -> None:
                                 for config in CONFIGS if f"{cell['key']}|{config}" in results}
         summary[cell["key"]]["truth"] = {"mean": truth, "min": float(data[cell["key"]].min()),
                                          "max": float(data[cell["key"]].max())}
-    report = {"versions": json.loads((work / "versions.json").read_text()), "noise": spec["noise"],
+        if saved is not None:
+            summary[cell["key"]].update({config: saved["cells"][cell["key"]][config] for config in PEER_CONFIGS})
+    versions = saved["versions"] if saved is not None else json.loads((work / "versions.json").read_text())
+    report = {"versions": versions, "noise": spec["noise"], **({"peers_from": str(peers_from)} if peers_from else {}),
               "seconds": None if seconds is None else round(seconds, 1),
               "cells_planned": len(spec["cells"]), "cells_finished": len(cells), "cells": summary,
               "done_when": verdict(summary)}
@@ -411,20 +458,24 @@ def summarise_work(work: Path, out: Path, seconds: float | None = None) -> None:
 
 def print_table(report: dict[str, Any]) -> None:
     """The headline table (RMSE per configuration), the ratios and the done-when, per cell."""
-    short = ("svt", "public", "odp-wide", "odp-orc", "dpl-orc", "dpl-nob")
+    shown = ("dprelease svt", "dprelease svt+bias", "dprelease public", "opendp wide", "opendp oracle",
+             "diffprivlib oracle", "diffprivlib no-bounds")
+    short = ("svt", "svt+bias", "public", "odp-wide", "odp-orc", "dpl-orc", "dpl-nob")
     print(f"versions {report['versions']}; dprelease noise: {report['noise']}; "
           f"cells finished {report.get('cells_finished', '?')}/{report.get('cells_planned', '?')}")
     print(f"{'column':15s} {'n':>6s} {'eps':>4s} " + " ".join(f"{s:>9s}" for s in short)
-          + "  svt/orc  cov(true,clip)  fail  done")
+          + "  svt/orc  cov(true,clip)  +bias/orc cov(true) fail  done")
     for key, rows in report["cells"].items():
         column, n, eps = key.split("|")
-        rmse = [rows[c]["rmse"] for c in CONFIGS[:6]]
+        rmse = [rows[c]["rmse"] if c in rows else math.nan for c in shown]
         v = report["done_when"][key]
         ok = v["svt_le_private_no_bounds_peer"] and v["svt_le_1.5x_best_oracle_peer"] and v["coverage_in_93_97"]
         svt = rows["dprelease svt"]
         cov = f"{svt['coverage_true_mean']:.3f},{svt['coverage_clipped_mean']:.3f}"
+        corrected = (f"  {v['bias_over_best_oracle']:7.2f}  {rows['dprelease svt+bias']['coverage_true_mean']:.3f}"
+                     if "bias_over_best_oracle" in v else "")
         print(f"{column:15s} {n:>6s} {eps:>4s} " + " ".join(f"{x:9.3g}" for x in rmse)
-              + f"  {v['svt_over_best_oracle']:7.2f}  {cov}  {rows['dprelease svt']['failure_rate']:.2f}"
+              + f"  {v['svt_over_best_oracle']:7.2f}  {cov}{corrected}  {rows['dprelease svt']['failure_rate']:.2f}"
               + f"  {'yes' if ok else 'no'}")
     held = sum(all(v[k] for k in ("svt_le_private_no_bounds_peer", "svt_le_1.5x_best_oracle_peer",
                                    "coverage_in_93_97")) for v in report["done_when"].values())

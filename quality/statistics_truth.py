@@ -53,6 +53,7 @@ def _moment(values: FloatArray, statistic: str, level: float | None) -> float | 
         return float(len(values))
     if not len(values):
         return None
+    statistic = statistic.removeprefix("corrected ")  # a corrected mean or sum estimates the same true value
     if statistic == "sum":
         return float(values.sum())
     if statistic == "mean":

@@ -141,7 +141,7 @@ def audit_as_dict(audit: Audit) -> dict[str, Any]:
         "post_processing": post_dict,
         "provenance": dict(audit.provenance),
         "limitations": list(audit.limitations),
-        **({"statistics": [asdict(row) for row in audit.statistics]} if audit.statistics else {}),
+        **({"statistics": [_statistic(row) for row in audit.statistics]} if audit.statistics else {}),
     }
 
 
@@ -385,10 +385,25 @@ def _second_parents(tree: _Object, key: str) -> SecondParentSelections:
                                   note=s.text("note"))
 
 
+_CLIPPING_FIELDS = ("clipping_flag", "clipping_bias", "clipping_bias_low95", "clipping_bias_high95")
+
+
+def _statistic(row: PublishedStatistic) -> dict[str, object]:
+    """A statistic's row; the clipping fields only where a bias was estimated (older audits read back unchanged)."""
+    out = asdict(row)
+    if row.clipping_flag is None and row.clipping_bias is None:
+        for name in _CLIPPING_FIELDS:
+            out.pop(name)
+    return out
+
+
 def _statistics(top: _Object, key: str) -> tuple[PublishedStatistic, ...]:
     return tuple(PublishedStatistic(
         subject=r.text("subject"), by=r.optional("by", _Object.text), group=r.optional("group", _Object.text),
         statistic=r.text("statistic"), level=r.optional("level", _Object.number),
         estimate=r.optional("estimate", _Object.number), low95=r.optional("low95", _Object.number),
         high95=r.optional("high95", _Object.number), mechanism=r.text("mechanism"), bounds=r.text("bounds"),
-        budget=r.optional("budget", _Object.number)) for r in top.items(key))
+        budget=r.optional("budget", _Object.number), clipping_flag=r.optional("clipping_flag", _Object.flag),
+        clipping_bias=r.optional("clipping_bias", _Object.number),
+        clipping_bias_low95=r.optional("clipping_bias_low95", _Object.number),
+        clipping_bias_high95=r.optional("clipping_bias_high95", _Object.number)) for r in top.items(key))

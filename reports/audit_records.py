@@ -326,6 +326,15 @@ class PublishedStatistic:
     """The clipping bounds (or the function's output range) and where they came from."""
     budget: float | None
     """The budget of the entry's part that released it (moments, quantiles, the function), in the audit's unit."""
+    clipping_flag: bool | None = None
+    """A mean's or sum's clipping flag (``clipping_bias:``): True when its DP bias estimate is beyond twice its
+    95 % half-width; None where no bias was estimated."""
+    clipping_bias: float | None = None
+    """The DP estimate of the clipping bias (true minus clipped statistic, out to the caps), or None."""
+    clipping_bias_low95: float | None = None
+    """Lower end of the bias estimate's 95 % noise interval, or None."""
+    clipping_bias_high95: float | None = None
+    """Upper end, or None."""
 
 
 @dataclass(frozen=True)

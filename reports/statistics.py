@@ -30,6 +30,8 @@ _SCHEMA = pa.schema([
     ("subject", pa.string()), ("by", pa.string()), ("group", pa.string()), ("statistic", pa.string()),
     ("level", pa.float64()), ("estimate", pa.float64()), ("low95", pa.float64()), ("high95", pa.float64()),
     ("mechanism", pa.string()), ("bounds", pa.string()), ("budget", pa.float64()),
+    ("clipping_flag", pa.bool_()), ("clipping_bias", pa.float64()), ("clipping_bias_low95", pa.float64()),
+    ("clipping_bias_high95", pa.float64()),
 ])
 
 EXPLANATION = (
@@ -41,6 +43,17 @@ EXPLANATION = (
     "propose-test-release is either released or refused."
 )
 
+CLIPPING_EXPLANATION = (
+    "Where a column asked for its clipping bias (clipping_bias: true), part of its budget measured, privately, how "
+    "many rows lie beyond each bound and how far, out to caps a quarter of a radius beyond the bounds (the radius "
+    "is the larger distance from the sum's offset to a bound): the clipping bias "
+    "column is that estimate of the true statistic minus the clipped one, with its 95 % noise interval. The flag "
+    "(clips) says the estimate is beyond twice its half-width: the bounds clip materially, and the clipped "
+    "statistic's interval does not cover the true value. The corrected row adds the estimate to the clipped "
+    "statistic; its interval combines both noises and covers the true value when no row lies beyond the caps "
+    "(rows further out are still clipped, so a flagged column's corrected value can still fall short)."
+)
+
 
 def _number(value: Any) -> float | None:
     return None if value is None else float(value)
@@ -50,11 +63,20 @@ def _bounds(bounds: Mapping[str, Any]) -> str:
     return f"[{float(bounds['lower']):g}, {float(bounds['upper']):g}] {bounds['source']}"
 
 
+def _clipping(estimate: Mapping[str, Any]) -> dict[str, Any]:
+    clipping = estimate.get("clipping")
+    if not clipping:
+        return {}
+    return {"clipping_flag": bool(clipping["flag"]), "clipping_bias": _number(clipping["bias"]),
+            "clipping_bias_low95": _number(clipping["bias_low95"]),
+            "clipping_bias_high95": _number(clipping["bias_high95"])}
+
+
 def _part(subject: str, bounds: str, by: str | None, group: str | None, part: Mapping[str, Any],
           quantile_bounds: str | None = None) -> list[PublishedStatistic]:
     rows = [PublishedStatistic(subject, by, group, str(e["statistic"]), None, _number(e["estimate"]),
                                _number(e["low95"]), _number(e["high95"]), str(e.get("mechanism", "")), bounds,
-                               _number(e.get("budget")))
+                               _number(e.get("budget")), **_clipping(e))
             for e in part.get("estimates", ())]
     rows += [PublishedStatistic(subject, by, group, "quantile", float(q["level"]), _number(q["value"]),
                                 _number(q["low95"]), _number(q["high95"]), str(q.get("mechanism", "")),
@@ -104,17 +126,35 @@ def _label(row: PublishedStatistic) -> str:
     return statistic + (f" ({row.by} = {row.group})" if row.group is not None else "")
 
 
+def _bias(row: PublishedStatistic) -> str:
+    """The clipping bias cell: ``+293 [251, 336] clips``, ``-`` where none was estimated."""
+    if row.clipping_bias is None:
+        return "-"
+    interval = (f" [{row.clipping_bias_low95:.6g}, {row.clipping_bias_high95:.6g}]"
+                if row.clipping_bias_low95 is not None and row.clipping_bias_high95 is not None else "")
+    return f"{row.clipping_bias:+.6g}{interval}" + (" clips" if row.clipping_flag else "")
+
+
+def _has_bias(rows: Sequence[PublishedStatistic]) -> bool:
+    return any(row.clipping_bias is not None for row in rows)
+
+
 def markdown_section(rows: Iterable[PublishedStatistic], unit: str) -> list[str]:
-    """The audit.md section: a table of every statistic with its interval, mechanism, bounds and budget."""
+    """The audit.md section: a table of every statistic with its interval, mechanism, bounds and budget.
+
+    A clipping-bias column and its explanation appear only where a column asked for the bias.
+    """
     rows = list(rows)
     if not rows:
         return []
-    lines = ["", "## Summary statistics", "", EXPLANATION, "",
-             f"| of | statistic | estimate | 95 % interval | mechanism | bounds | {unit} |",
-             "|---|---|---|---|---|---|---|"]
+    bias = _has_bias(rows)
+    lines = ["", "## Summary statistics", "", EXPLANATION, "", *([CLIPPING_EXPLANATION, ""] if bias else []),
+             f"| of | statistic | estimate | 95 % interval | mechanism | bounds | {unit} |"
+             + (" clipping bias |" if bias else ""),
+             "|---|---|---|---|---|---|---|" + ("---|" if bias else "")]
     for row in rows:
         lines.append(f"| {row.subject} | {_label(row)} | {_cell(row.estimate)} | {_interval(row)} | {row.mechanism} | "
-                     f"{row.bounds} | {_cell(row.budget)} |")
+                     f"{row.bounds} | {_cell(row.budget)} |" + (f" {_bias(row)} |" if bias else ""))
     return lines
 
 
@@ -122,7 +162,7 @@ def _plotted(rows: Sequence[PublishedStatistic]) -> dict[str, list[PublishedStat
     """Per subject, the rows drawn in the chart: means, quantiles and functions (one scale per subject)."""
     panels: dict[str, list[PublishedStatistic]] = {}
     for row in rows:
-        if row.estimate is not None and row.statistic not in ("count", "sum", "variance", "std"):
+        if row.estimate is not None and row.statistic not in ("count", "sum", "corrected sum", "variance", "std"):
             panels.setdefault(row.subject, []).append(row)
     return panels
 
@@ -156,9 +196,13 @@ def html_section(rows: Sequence[PublishedStatistic], unit: str) -> str:
         chart = _chart(_WIDTH_IN, height, lambda fig: _draw(fig, panels),
                        "The published means, quantiles and functions with their 95 % noise intervals")
 
-    table = _table(["of", "statistic", "estimate", "95 % interval", "mechanism", "bounds", _esc(_unit(unit))],
+    bias = _has_bias(rows)
+    table = _table(["of", "statistic", "estimate", "95 % interval", "mechanism", "bounds", _esc(_unit(unit)),
+                    *(["clipping bias"] if bias else [])],
                    [[_code(row.subject), _esc(_label(row)), _esc(_cell(row.estimate)), _esc(_interval(row)),
-                     _esc(row.mechanism), _esc(row.bounds), _esc(_cell(row.budget))] for row in rows])
+                     _esc(row.mechanism), _esc(row.bounds), _esc(_cell(row.budget)),
+                     *([_esc(_bias(row))] if bias else [])] for row in rows])
     key = ('<p class="small">Dot: a mean or a function\'s estimate; tick: a quantile; bar: its 95 % noise '
            "interval. Counts, sums, variances and standard deviations are in the table.</p>") if chart else ""
-    return _section("statistics", "Summary statistics", key + chart + table, EXPLANATION)
+    return _section("statistics", "Summary statistics", key + chart + table,
+                    EXPLANATION + (" " + CLIPPING_EXPLANATION if bias else ""))

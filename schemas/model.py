@@ -208,6 +208,8 @@ class StatisticsRequest:
             only); the last two are (epsilon, delta)-DP.
         proposed_bound: PTR's proposed bound on the median's local sensitivity (value units), else None.
         delta: The delta of a ``ptr`` or ``smooth`` median, taken from the release's declared delta; else 0.
+        clipping_bias: Whether a share of the moments' budget estimates the clipping bias of the mean and the sum
+            (:mod:`dp.statistics.bias`: a flag, the bias and a corrected value with an interval of both noises).
     """
 
     column: str
@@ -217,6 +219,7 @@ class StatisticsRequest:
     method: str = "exponential"
     proposed_bound: float | None = None
     delta: Fraction = Fraction(0)
+    clipping_bias: bool = False
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,8 @@ class PlannedStatistics:
         method: ``exponential``, ``ptr`` or ``smooth``: how the median (and quantiles) are released.
         proposed_bound: PTR's proposed bound on the median's local sensitivity (value units), else None.
         delta: The delta of a ``ptr`` or ``smooth`` median (booked beside its rho), else 0.
+        clipping_bias: Whether :data:`dp.statistics.bias.BIAS_SHARE` of ``moments_budget`` estimates the clipping
+            bias of the mean and the sum.
     """
 
     column: str
@@ -111,6 +113,7 @@ class PlannedStatistics:
     method: str = "exponential"
     proposed_bound: float | None = None
     delta: Fraction = Fraction(0)
+    clipping_bias: bool = False
 
 
 @dataclass(frozen=True)
@@ -356,7 +359,7 @@ def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]
         out.append(PlannedStatistics(request.column, ("count", *(s for s in request.statistics if s != "count")),
                                      request.quantiles, moments, quantiles, column.min if public else None,
                                      column.max if public else None, request.by, groups, request.method,
-                                     request.proposed_bound, request.delta))
+                                     request.proposed_bound, request.delta, request.clipping_bias))
     unit = spec.schema.privacy_unit
     aggregates = tuple(PlannedAggregate(request, per_column) for request in spec.aggregates)
     for i, planned in enumerate(aggregates):  # the mechanism's own checks, before anything is reserved

@@ -246,8 +246,8 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition
         if "sample_and_aggregate" in item:
             aggregates.append(_aggregate(loc, item, schema))
             continue
-        _keys(loc, item, {"column", "statistics", "quantiles", "by", "method", "proposed_bound", "delta"},
-              {"column", "statistics"})
+        _keys(loc, item, {"column", "statistics", "quantiles", "by", "method", "proposed_bound", "delta",
+                          "clipping_bias"}, {"column", "statistics"})
         column = item["column"]
         if not isinstance(column, str) or column not in schema.names:
             raise _fail(f"{loc}.column", f"({column!r}) is not a declared column")
@@ -284,8 +284,22 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition
         if method != "exponential" and schema.privacy_unit.id_column:
             raise _fail(f"{loc}.method", f"{method} is not available with privacy_unit.id_column (its stability "
                         "argument is for one row); use method exponential, which bounds each unit's rows")
-        out.append(StatisticsRequest(column, tuple(dict.fromkeys(wanted)), tuple(levels), by, method, bound, delta))
+        bias = _clipping_bias(loc, item, wanted, by)
+        out.append(StatisticsRequest(column, tuple(dict.fromkeys(wanted)), tuple(levels), by, method, bound, delta,
+                                     bias))
     return tuple(out), tuple(aggregates)
+
+
+def _clipping_bias(loc: str, item: dict[str, Any], wanted: list[str], by: str | None) -> bool:
+    """``clipping_bias``: a boolean (default false), for a ``mean`` or ``sum`` of the whole column."""
+    value = item.get("clipping_bias", False)
+    if not isinstance(value, bool):
+        raise _fail(f"{loc}.clipping_bias", f"({value!r}) must be true or false")
+    if value and not {"mean", "sum"} & set(wanted):
+        raise _fail(f"{loc}.clipping_bias", "needs mean or sum in statistics (it estimates their clipping bias)")
+    if value and by is not None:
+        raise _fail(f"{loc}.clipping_bias", "is not available per group (by:) yet; ask for it without by")
+    return value
 
 
 MAX_CHUNKS = 1_000_000

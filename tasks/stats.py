@@ -30,11 +30,18 @@ from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.measurement.contributions import bound_contributions
 from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.dp.statistics.aggregate import measure_aggregate
+from dprelease.dp.statistics.bias import BIAS_SHARE, BiasMechanism, NoisyBias, measure_bias
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.groups import GroupedQuantile, group_codes, measure_group_quantiles
 from dprelease.dp.statistics.means import mean_weights, select_mean_bounds, split_mean_budget
 from dprelease.dp.statistics.medians import measure_median
-from dprelease.dp.statistics.moments import Estimate, MomentsMechanism, measure_moments, measure_moments_by_group
+from dprelease.dp.statistics.moments import (
+    Estimate,
+    MomentsMechanism,
+    NoisyMoments,
+    measure_moments,
+    measure_moments_by_group,
+)
 from dprelease.dp.statistics.quantiles import (
     NoisyQuantiles,
     QuantileMechanism,
@@ -83,28 +90,59 @@ def _clip_bounds(planned: PlannedStatistics, bounds: list[DiscoveredBounds]) -> 
 
 def _moments_plan(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], clip: ClipBounds,
                   context: ReleaseContext, records: list[MeasurementRecord], contributions: int,
-                  search_range: tuple[float, float] | None) -> tuple[MomentsMechanism, dict[str, object]]:
+                  search_range: tuple[float, float] | None
+                  ) -> tuple[MomentsMechanism, dict[str, object], BiasMechanism | None]:
     """The moments' mechanism: on the public bounds; or, without them, on bounds and an offset chosen for a mean.
 
     Without public bounds, :data:`dp.statistics.means.MEAN_SHARES` of the moments' budget select the
     bounds and the offset over the column's search range (:func:`select_mean_bounds`, booked here); the
-    quantiles keep the bounds stage's bounds (``clip``).
+    quantiles keep the bounds stage's bounds (``clip``). With ``clipping_bias``,
+    :data:`dp.statistics.bias.BIAS_SHARE` of the moments' budget goes to the bias estimate's plan (third).
     """
     wanted = set(planned.statistics)
     if clip.source == "public" or search_range is None:
         weights = {"count": 1, "sum": 1 if wanted & {"sum", "mean", "variance", "std"} else 0,
                    "sum_of_squares": 1 if wanted & {"variance", "std"} else 0}
-        return (MomentsMechanism(Grid(clip), planned.moments_budget, weights, contributions),
-                {"lower": clip.lower, "upper": clip.upper, "source": clip.source})
-    shares = split_mean_budget(planned.moments_budget)
+        budget, bias_budget = planned.moments_budget, None
+        if planned.clipping_bias:
+            parts = planned.moments_budget.split({"moments": 1 - BIAS_SHARE, "bias": BIAS_SHARE})
+            budget, bias_budget = parts["moments"], parts["bias"]
+        grid = Grid(clip)
+        bias_plan = (None if bias_budget is None
+                     else BiasMechanism.around(grid, search_range, bias_budget, contributions))
+        return (MomentsMechanism(grid, budget, weights, contributions),
+                {"lower": clip.lower, "upper": clip.upper, "source": clip.source}, bias_plan)
+    shares = split_mean_budget(planned.moments_budget, clipping_bias=planned.clipping_bias)
     query = planned.column if planned.by is None else f"{planned.column} by {planned.by}"
     found = select_mean_bounds(values, planned.column, search_range, shares["bounds"], shares["centre"], context,
                                contributions=contributions, query=query)
     records.extend(found.records)
     rest = shares["count"].amount + shares["sum"].amount
     budget = ZCDPBudget(rest) if isinstance(planned.moments_budget, ZCDPBudget) else PureBudget(rest)
+    bias_plan = (BiasMechanism.around(found.grid(), search_range, shares["bias"], contributions)
+                 if planned.clipping_bias else None)
     return (MomentsMechanism(found.grid(), budget, mean_weights(wanted), contributions),
-            {"lower": found.lower, "upper": found.upper, "source": "svt", "offset": found.centre})
+            {"lower": found.lower, "upper": found.upper, "source": "svt", "offset": found.centre}, bias_plan)
+
+
+def _with_bias(rows: list[dict[str, object]], moments: NoisyMoments, bias: NoisyBias, mechanism: str,
+               budget: Budget) -> list[dict[str, object]]:
+    """The mean and sum rows with their clipping flag and bias; each followed by its corrected row."""
+    out: list[dict[str, object]] = []
+    cap = list(bias.mechanism.cap)
+    for row in rows:
+        out.append(row)
+        if row["statistic"] not in ("mean", "sum"):
+            continue
+        found = bias.report(moments, str(row["statistic"]))
+        clipping = {"flag": found.clips, "beyond_cap": found.beyond_cap, "bias": found.bias,
+                    "bias_low95": found.bias_low, "bias_high95": found.bias_high, "cap": cap}
+        row["clipping"] = clipping
+        out.append({"statistic": f"corrected {found.statistic}", "estimate": found.corrected,
+                    "low95": found.corrected_low, "high95": found.corrected_high,
+                    "interval": "simulation (clipping bias estimated)", "mechanism": mechanism,
+                    "budget": float(budget.amount), "clipping": dict(clipping)})
+    return out
 
 
 def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], clip: ClipBounds,
@@ -112,7 +150,8 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
                 contributions: int, search_range: tuple[float, float] | None = None) -> dict[str, object]:
     grid = Grid(clip)
     wanted = set(planned.statistics)
-    plan, moment_bounds = _moments_plan(planned, values, clip, context, records, contributions, search_range)
+    plan, moment_bounds, bias_plan = _moments_plan(planned, values, clip, context, records, contributions,
+                                                   search_range)
     moments = measure_moments(values, plan, context, column=planned.column, seed=seed)
     records.extend(moments.records)
     count = moments.count()
@@ -121,10 +160,16 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
         if name in wanted:
             estimates.append(getattr(moments, name)())
     additive = f"{moments.records[0].mechanism} (count, sum, sum of squares)"
+    rows = [_estimate(e, additive, planned.moments_budget) for e in estimates]
+    if bias_plan is not None:
+        bias = measure_bias(values, bias_plan, context, column=planned.column, seed=seed)
+        records.extend(bias.records)
+        rows = _with_bias(rows, moments, bias, f"{additive}; {bias.records[0].mechanism} (clipping tails, excess)",
+                          planned.moments_budget)
     out: dict[str, object] = {
         "column": planned.column,
         "bounds": moment_bounds,
-        "estimates": [_estimate(e, additive, planned.moments_budget) for e in estimates],
+        "estimates": rows,
     }
     if planned.quantiles and moment_bounds["source"] != clip.source:
         out["quantile_bounds"] = {"lower": clip.lower, "upper": clip.upper, "source": clip.source}
@@ -160,7 +205,7 @@ def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.f
     index = pc.index_in(pc.cast(by, pa.string()), value_set=pa.array(planned.groups, type=pa.string()))
     groups = np.asarray(index.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
     # Without public bounds, one selection of bounds and offset over the whole column (all groups), then per group.
-    plan, moment_bounds = _moments_plan(planned, values, clip, context, records, contributions, search_range)
+    plan, moment_bounds, _ = _moments_plan(planned, values, clip, context, records, contributions, search_range)
     moments = measure_moments_by_group(values, groups, planned.groups, plan, context, column=planned.column,
                                        by=planned.by, seed=seed)
     records.extend(moments[0].records if moments else ())
@@ -257,7 +302,8 @@ def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger
     document = {"release_id": plan.release_id, "dataset": plan.dataset,
                 "budget_unit": "rho" if plan.definition == "zcdp" else "epsilon",
                 "note": "differentially private estimates; each interval covers the noise of its mechanism "
-                        "(95 %), not clipping bias or sampling error",
+                        "(95 %), not clipping bias or sampling error, except a corrected mean or sum's, which "
+                        "also covers the estimated clipping bias out to its caps",
                 "columns": results, **({"aggregates": aggregates} if aggregates else {})}
     target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     write_statistics_parquet(statistic_rows(document), Path(staging) / STATISTICS_PARQUET)

@@ -6,6 +6,9 @@
   additive mechanism (exact integer noise, booked through :func:`dp.mechanisms.noise.measure`),
   post-processed into count, sum, mean, variance and standard deviation with 95 % intervals and a
   clipping-bias flag from a DP count of clipped rows.
+* :mod:`dp.statistics.bias`: a DP estimate of the clipping bias of a mean or a sum (rows beyond each
+  bound and their excess out to public caps, booked), a flag, and a corrected estimate whose interval
+  combines the moments' and the bias's noise.
 * :mod:`dp.statistics.quantiles`: quantiles by the exponential mechanism over the intervals between
   sorted clipped values (ties handled by interval widths), any list of quantiles, the median.
 * :mod:`dp.statistics.ptr`: propose-test-release for the median, with the threshold

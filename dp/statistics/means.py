@@ -35,7 +35,8 @@ measure and the candidate sets depend only on public inputs and earlier DP outpu
 share ρ_i runs at ε_i = √(8ρ_i) (bounded range, ``docs/proofs/exponential_bounded_range.md``).
 What the bounds cannot give: rows beyond a selected bound are clipped, and their bias is not in the
 interval (about s·β·ln r rows can lie in a step the search cut off); the benchmark reports the
-coverage of the true mean beside that of the clipped mean.
+coverage of the true mean beside that of the clipped mean. ``clipping_bias=True`` estimates that bias
+out to caps near the bounds (:mod:`dp.statistics.bias`, out of the sum's share) and corrects for it.
 
 >>> grid = mean_grid(0.0, 100.0)
 >>> grid[:4], len(grid)
@@ -58,6 +59,7 @@ from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.bounds import geometric_grid, tail_counts
 from dprelease.dp.mechanisms.random import IntArray
 from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selection
+from dprelease.dp.statistics.bias import BIAS_SHARE, BiasMechanism, NoisyBias, measure_bias
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.moments import MomentsMechanism, NoisyMoments, measure_moments
 
@@ -83,11 +85,18 @@ def mean_grid(low: float, high: float) -> tuple[float, ...]:
     return geometric_grid(low, high, MEAN_GRID_RATIO)
 
 
-def split_mean_budget(budget: PureBudget | ZCDPBudget) -> dict[str, PureBudget | ZCDPBudget]:
-    """The budget of a mean without public bounds, split by :data:`MEAN_SHARES` (exactly; shares sum to it)."""
+def split_mean_budget(budget: PureBudget | ZCDPBudget, *,
+                      clipping_bias: bool = False) -> dict[str, PureBudget | ZCDPBudget]:
+    """The budget of a mean without public bounds, split by :data:`MEAN_SHARES` (exactly; shares sum to it).
+
+    With ``clipping_bias``, :data:`~dp.statistics.bias.BIAS_SHARE` of the whole is moved from ``sum`` to ``bias``.
+    """
     if not isinstance(budget, PureBudget | ZCDPBudget):
         raise ParameterError("split_mean_budget: budget must be a PureBudget or a ZCDPBudget")
-    return dict(budget.split(dict(MEAN_SHARES)))
+    shares = dict(MEAN_SHARES)
+    if clipping_bias:
+        shares = {**shares, "sum": shares["sum"] - BIAS_SHARE, "bias": BIAS_SHARE}
+    return dict(budget.split(shares))
 
 
 def bound_scores(beyond: IntArray, scale: float, ratio: float = MEAN_GRID_RATIO,
@@ -221,20 +230,28 @@ def measure_svt_moments(
     contributions: int = 1,
     seed: int = 0,
     stage: str = "stats",
-) -> tuple[MeanBounds, NoisyMoments]:
+    clipping_bias: bool = False,
+) -> tuple[MeanBounds, NoisyMoments] | tuple[MeanBounds, NoisyMoments, NoisyBias]:
     """A column's moments without public bounds: :func:`select_mean_bounds`, then count, sum (and squares).
 
     ``budget`` is split by :func:`split_mean_budget`; the count and sum shares (and a sum of squares,
     weighted as the sum, when a variance is asked for) go to :class:`~dp.statistics.moments.MomentsMechanism`
     on the offset grid. Everything is booked in ``context`` before it draws; a re-run replays.
+    With ``clipping_bias``, :data:`~dp.statistics.bias.BIAS_SHARE` of the budget is taken from the sum's
+    share for :class:`~dp.statistics.bias.BiasMechanism` (caps around the selected bounds, within
+    ``search_range``), and the measured bias is returned third.
     """
-    shares = split_mean_budget(budget)
+    shares = split_mean_budget(budget, clipping_bias=clipping_bias)
     found = select_mean_bounds(values, column, search_range, shares["bounds"], shares["centre"], context,
                                contributions=contributions, stage=stage)
     rest = shares["count"].amount + shares["sum"].amount
     moments_budget = PureBudget(rest) if isinstance(budget, PureBudget) else ZCDPBudget(rest)
     mechanism = MomentsMechanism(found.grid(), moments_budget, mean_weights(set(statistics)), contributions)
-    return found, measure_moments(values, mechanism, context, column=column, seed=seed, stage=stage)
+    moments = measure_moments(values, mechanism, context, column=column, seed=seed, stage=stage)
+    if not clipping_bias:
+        return found, moments
+    plan = BiasMechanism.around(found.grid(), search_range, shares["bias"], contributions)
+    return found, moments, measure_bias(values, plan, context, column=column, seed=seed, stage=stage)
 
 
 __all__ = ["MEAN_GRID_RATIO", "MEAN_HALF_STEPS", "MEAN_SHARES", "TAIL_EXPONENT", "MeanBounds", "bound_scores",

@@ -90,3 +90,40 @@ def test_rows_are_frozen():
     row = statistic_rows(DOCUMENT)[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.estimate = 0.0  # type: ignore[misc]
+
+
+CLIPPED = {"flag": True, "beyond_cap": False, "bias": 2.5, "bias_low95": 1.0, "bias_high95": 4.0, "cap": [0.0, 120.0]}
+BIASED = {**DOCUMENT, "columns": [{
+    "column": "stay", "bounds": {"lower": 0.0, "upper": 100.0, "source": "svt", "offset": 5.0},
+    "estimates": [{"statistic": "mean", "estimate": 7.0, "low95": 6.9, "high95": 7.1, "mechanism": "g", "budget": 0.1,
+                   "clipping": CLIPPED},
+                  {"statistic": "corrected mean", "estimate": 9.5, "low95": 8.0, "high95": 11.0, "mechanism": "g",
+                   "budget": 0.1, "interval": "simulation (clipping bias estimated)", "clipping": CLIPPED}]}]}
+
+
+def test_a_clipping_flag_and_bias_are_published_and_read_back_where_estimated(tmp_path):
+    rows = statistic_rows(BIASED)
+    mean, corrected = rows[0], rows[1]
+    assert (mean.clipping_flag, mean.clipping_bias, mean.clipping_bias_low95, mean.clipping_bias_high95) == \
+        (True, 2.5, 1.0, 4.0)
+    assert corrected.statistic == "corrected mean" and corrected.clipping_flag
+    write_statistics_parquet(rows, tmp_path / "s.parquet")
+    table = pq.read_table(tmp_path / "s.parquet").to_pylist()
+    assert table[0]["clipping_flag"] is True and table[0]["clipping_bias"] == 2.5
+    assert table[2]["clipping_flag"] is None  # the slope: no bias estimated
+    audit = build_audit(**_inputs("zcdp-cliques"), statistics=rows)
+    text = audit_to_json(audit)
+    assert audit_from_json(text) == audit
+    written = json.loads(text)["statistics"]
+    assert written[0]["clipping_bias"] == 2.5 and "clipping_flag" not in written[2]
+    markdown = render_markdown(audit)
+    assert "| +2.5 [1, 4] clips |" in markdown and "The flag (clips) says" in markdown
+    assert "clipping bias" in render_html(audit)
+
+
+def test_statistics_without_a_bias_estimate_read_back_as_they_were_written():
+    audit = build_audit(**_inputs("zcdp-cliques"), statistics=statistic_rows(DOCUMENT))
+    text = audit_to_json(audit)
+    assert all(not key.startswith("clipping") for row in json.loads(text)["statistics"] for key in row)
+    assert audit_to_json(audit_from_json(text)) == text
+    assert "clipping bias" not in render_markdown(audit)
