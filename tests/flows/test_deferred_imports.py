@@ -24,7 +24,8 @@ def test_a_deferred_module_loads_at_its_first_attribute_and_is_then_the_real_one
         "before = type(sys.modules['wave']).__name__\n"
         "opener = wave.open\n"  # the first use imports it
         "real = sys.modules['wave']\n"
-        "print(before, type(real).__name__, opener is real.open, isinstance(wave, _Deferred), wave.Error is real.Error)\n"
+        "print(before, type(real).__name__, opener is real.open, isinstance(wave, _Deferred),\n"
+        "      wave.Error is real.Error)\n"
     )
     assert _run(code) == "_Deferred module True True True"
 
