@@ -264,8 +264,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from dprelease.reports.junit import junit_report
     from dprelease.schemas.model import SchemaError
     from dprelease.schemas.table import load_schema
-    from dprelease.tasks.preflight import check_writable
-    from dprelease.tasks.tables import InputError, dataset_schema, row_groups
+    from dprelease.tasks.tables import InputError, check_writable, dataset_schema, row_groups
 
     data = Path(args.data)
     suite_name = f"{data.name} against {Path(args.schema).name}"
