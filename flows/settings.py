@@ -203,7 +203,8 @@ def without_sql() -> None:
 DEFERRED_MODULES = ("altair", "scipy.stats")
 """Modules Great Expectations imports at the top of an expectation module and uses only inside the
 functions that render a chart (altair) or run a distribution test (``scipy.stats``): none of the
-expectations dprelease builds calls them. About a fifth of importing Great Expectations."""
+expectations dprelease builds calls them. Together about two fifths of the CPU time of importing Great
+Expectations (4.4 s to 2.7 s on a loaded 2-core machine)."""
 
 
 class _Deferred(types.ModuleType):
