@@ -220,9 +220,7 @@ class _Deferred(types.ModuleType):
         self._dprelease_lock = threading.Lock()
         self._dprelease_real: types.ModuleType | None = None
 
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("_dprelease_"):
-            raise AttributeError(attr)
+    def __getattr__(self, attr: str) -> Any:  # only for what the stand-in lacks (its own two fields it has)
         with self._dprelease_lock:
             if self._dprelease_real is None:
                 if sys.modules.get(self.__name__) is self:
