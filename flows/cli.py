@@ -26,7 +26,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import cast
 
-from dprelease.flows.settings import client_needs_no_sql, configure, exit_now, hold_gc, state_dir, without_sql
+from dprelease.flows.settings import (
+    client_needs_no_sql,
+    configure,
+    defer_imports,
+    exit_now,
+    hold_gc,
+    state_dir,
+    without_sql,
+)
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_CODES = {
@@ -256,8 +264,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from dprelease.reports.junit import junit_report
     from dprelease.schemas.model import SchemaError
     from dprelease.schemas.table import load_schema
-    from dprelease.tasks.preflight import check_writable
-    from dprelease.tasks.tables import InputError, dataset_schema, row_groups
+    from dprelease.tasks.tables import InputError, check_writable, dataset_schema, row_groups
 
     data = Path(args.data)
     suite_name = f"{data.name} against {Path(args.schema).name}"
@@ -474,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None, standalone: bool = False) -> int:
     configure()
     args = _parser().parse_args(argv)
+    if standalone and args.command in ("check", "release"):
+        defer_imports()  # what Great Expectations imports and never calls here: loaded only if used
     if standalone and args.command == "check":
         without_sql()
     if standalone and args.command == "release":

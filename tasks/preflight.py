@@ -15,7 +15,6 @@ import logging
 import os
 import socket
 import stat
-import tempfile
 from fractions import Fraction
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,7 +25,7 @@ from dprelease.schemas.identifiers import check_identifier
 from dprelease.schemas.model import ReleaseSpec
 from dprelease.schemas.plan import plan_release
 from dprelease.schemas.spec import load_spec
-from dprelease.tasks.tables import InputError, check_structure, parquet_files
+from dprelease.tasks.tables import InputError, check_structure, check_writable, parquet_files
 
 DASK_TIMEOUT_SECONDS = 5.0
 """How long the Dask scheduler has to accept a connection before the release is refused."""
@@ -72,29 +71,6 @@ def check_data_files(spec: ReleaseSpec) -> None:
     problems = check_structure(data, spec.schema)
     if problems:
         raise InputError(f"{where} does not match {Path(spec.schema.source).name}: " + "; ".join(problems))
-
-
-def check_writable(folder: Path, what: str) -> None:
-    """``folder`` exists or can be created, is a folder, and accepts a new file.
-
-    Raises:
-        InputError: Naming the setting (``what``) and the rule.
-    """
-    existing = folder
-    while not existing.exists():
-        if existing.parent == existing:
-            break
-        existing = existing.parent
-    if existing.exists() and not existing.is_dir():
-        raise InputError(f"{what} {folder}: {existing} is not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"{what} {folder}: {existing} is not writable by this user")
-    if folder.is_dir():
-        try:
-            with tempfile.TemporaryFile(dir=folder):
-                pass
-        except OSError as err:
-            raise InputError(f"{what} {folder}: a file cannot be created there ({type(err).__name__})") from None
 
 
 def check_ledger_path(ledger: Path) -> None:

@@ -9,6 +9,8 @@ read rows are in :mod:`tasks.ingest`.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -25,6 +27,29 @@ RowGroupRef = tuple[str, int]
 
 class InputError(DPReleaseError, ValueError):
     """The input file cannot be used: it names the file, the column and the rule, never a value."""
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """``folder`` exists or can be created, is a folder, and accepts a new file.
+
+    Raises:
+        InputError: Naming the setting (``what``) and the rule.
+    """
+    existing = folder
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise InputError(f"{what} {folder}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {folder}: {existing} is not writable by this user")
+    if folder.is_dir():
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as err:
+            raise InputError(f"{what} {folder}: a file cannot be created there ({type(err).__name__})") from None
 
 
 def open_parquet(path: Path) -> pq.ParquetFile:
