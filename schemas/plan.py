@@ -21,7 +21,7 @@ from dprelease.dp.accounting.budget import (
 )
 from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
 from dprelease.dp.errors import ParameterError
-from dprelease.dp.measurement.cliques import PlannedCliques
+from dprelease.dp.measurement.cliques import ROOT_AUTO, PlannedCliques
 from dprelease.dp.measurement.marginals import marginal_key
 from dprelease.dp.statistics.aggregate import SampleAndAggregate
 from dprelease.dp.statistics.clipping import ClipBounds
@@ -225,7 +225,8 @@ class ReleasePlan:
                        + (f" (epsilon={float(c.parent_budget.epsilon):.6g} each)" if c.parent_budget else ""))
             out.append(f"    cliques: {c.tree_rounds} cliques of up to 3 columns (numeric in {c.bins} bins), "
                        f"{unit}={float(c.clique_budget.amount):.6g} each; root "
-                       f"{c.root or 'the hub of the chosen tree'}")
+                       + (f"chosen privately among the tree's leaves (epsilon={float(c.root_budget.epsilon):.6g})"
+                          if c.root_budget else f"{c.root or 'the hub of the chosen tree'}"))
         return out
 
 
@@ -378,8 +379,10 @@ def _plan_cliques(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedClique
     tree_rounds = max(1, len(names) - 1)
     parent_rounds = max(0, len(names) - 2)
     halves = stages["selection"].split({"tree": 1, "parents": 1 if parent_rounds else 0})
+    # root: auto takes one more round, as large as a tree round, from the tree's half.
+    root_rounds = 1 if spec.root == ROOT_AUTO else 0
     try:
-        tree_share = _share(halves["tree"], tree_rounds)
+        tree_share = _share(halves["tree"], tree_rounds + root_rounds)
         tree_budget = tree_share if isinstance(tree_share, PureBudget) else bounded_range_from_zcdp_share(tree_share)
         parent_budget: PureBudget | None = None
         if parent_rounds:
@@ -389,7 +392,8 @@ def _plan_cliques(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedClique
     except ParameterError as err:
         raise SchemaError(f"{spec.source}: allocation.selection: {err}") from None
     return PlannedCliques(tree_rounds, tree_budget, parent_rounds, parent_budget, candidates,
-                          _share(stages["cliques"], tree_rounds), spec.clique_bins, spec.root)
+                          _share(stages["cliques"], tree_rounds), spec.clique_bins, spec.root,
+                          tree_budget if root_rounds else None)
 
 
 def _plan_selection(spec: ReleaseSpec, stages: dict[str, Budget]) -> PlannedSelection:

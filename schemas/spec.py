@@ -183,8 +183,11 @@ def _cliques(where: str, doc: dict[str, Any], schema: TableSchema,
             raise _fail(f"{where}: two_way", "must be absent with cliques: auto (cliques replace 2-way marginals)")
         if allocation["selection"] <= 0 or allocation["cliques"] <= 0:
             raise _fail(f"{where}: allocation", "cliques: auto needs positive selection and cliques shares")
-        if root is not None and (root not in schema.names or schema.column(root).derived):
-            raise _fail(f"{where}: root", f"({root!r}) must be a measured column")
+        if root is not None and root != "auto" and (root not in schema.names or schema.column(root).derived):
+            raise _fail(f"{where}: root", f"({root!r}) must be a measured column, or 'auto' (a leaf of the chosen "
+                        "tree, chosen privately)")
+        if root == "auto" and "auto" in schema.names:
+            raise _fail(f"{where}: root", "'auto' is ambiguous: a column is named auto")
         if isinstance(clique_bins, bool) or not isinstance(clique_bins, int) or not 2 <= clique_bins <= 64:
             raise _fail(f"{where}: clique_bins", f"({clique_bins!r}) must be a whole number from 2 to 64")
     else:

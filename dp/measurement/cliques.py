@@ -158,6 +158,67 @@ def hub(columns: Sequence[str], edges: Sequence[tuple[str, str]]) -> str:
     return max(columns, key=lambda c: degree[c])
 
 
+ROOT_AUTO = "auto"
+"""``root: auto``: the root is the tree leaf chosen by :func:`select_root` (a booked exponential-mechanism round)."""
+
+
+def leaf_scores(columns: Sequence[str], edges: Sequence[tuple[str, str]],
+                scores: Mapping[tuple[str, str], float]) -> dict[str, float]:
+    """For every leaf of the tree, the mean independence score of its pairs that no tree edge holds.
+
+    Private: used only through :func:`select_root` (proof: ``docs/proofs/root_choice.md``).
+    A leaf is in one clique only (its own, as the child): unless it is the root, its dependence on every
+    column but its tree parent is left to second-parent choices that can pick it only where it already
+    shares a clique. The root is the one column that enters its neighbour's cliques for free, so the leaf
+    with the most uncovered dependence is the root that adds the most. ``scores`` are the independence
+    scores of :func:`dp.measurement.structure.independence_scores` (raw: sensitivity 1 per row each); a
+    mean of them also moves by at most 1 per row. Leaves with no scored pair outside the tree are left out.
+
+    >>> leaf_scores(["a", "b", "c"], [("a", "b"), ("b", "c")], {("a", "b"): 5.0, ("a", "c"): 3.0, ("b", "c"): 1.0})
+    {'a': 3.0, 'c': 3.0}
+    """
+    neighbours: dict[str, set[str]] = {c: set() for c in columns}
+    for a, b in edges:
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+    out: dict[str, float] = {}
+    for c in columns:
+        if len(neighbours[c]) != 1:
+            continue
+        outside = [value for (a, b), value in scores.items()
+                   if c in (a, b) and ({a, b} - {c}).isdisjoint(neighbours[c])]
+        if outside:
+            out[c] = float(np.mean(outside))
+    return out
+
+
+def select_root(
+    columns: Sequence[str],
+    edges: Sequence[tuple[str, str]],
+    scores: Mapping[tuple[str, str], float],
+    run_budget: PureBudget,
+    context: ReleaseContext,
+    *,
+    score_sensitivity: int,
+    stage: str = "selection",
+) -> tuple[str, list[MeasurementRecord]]:
+    """``root: auto``: the leaf of the chosen tree with the most dependence outside the tree, privately.
+
+    One exponential-mechanism round over the tree's leaves (a public set: the tree is a DP output), each
+    scored by :func:`leaf_scores` (sensitivity ``score_sensitivity``: 1 per row, k with k rows per unit),
+    booked before it draws. With fewer than two candidates nothing is drawn and the tree's hub (or the
+    only candidate) is the root: a public decision; the round's budget is then not spent.
+    """
+    leaves = leaf_scores(columns, edges, scores)
+    if len(leaves) < 2:
+        return (next(iter(leaves)) if leaves else hub(columns, edges)), []
+    names = list(leaves)
+    mechanism = ExponentialMechanism(score_sensitivity=score_sensitivity, budget=run_budget)
+    index, record = run_selection(mechanism, [leaves[n] for n in names], context, stage=stage,
+                                  query="root of the junction tree")
+    return names[index], [record]
+
+
 def candidate_triples(order: Sequence[tuple[str, str | None]]) -> list[Clique]:
     """Every (pa, q, ch) that :func:`select_cliques` may score, for counting them in one pass."""
     out: list[Clique] = []
@@ -256,7 +317,8 @@ class PlannedCliques:
         candidates: The pairs the tree may use, in public order.
         clique_budget: The budget of each clique measurement (the cliques stage split equally).
         bins: Coarse bins of a numeric column inside cliques.
-        root: The public root column, or None for the selected tree's hub.
+        root: The public root column, :data:`ROOT_AUTO` for :func:`select_root`, or None for the tree's hub.
+        root_budget: Epsilon of the root's selection (``root: auto`` only; a share of the tree's half).
     """
 
     tree_rounds: int
@@ -267,7 +329,7 @@ class PlannedCliques:
     clique_budget: Budget
     bins: int
     root: str | None
-
+    root_budget: PureBudget | None = None
 
 
 @dataclass(frozen=True)
@@ -304,8 +366,9 @@ def measure_junction(
     1. Coarse maps of the numeric columns from the noisy 1-ways (post-processing: free).
     2. A spanning tree by the exponential mechanism, each pair scored on coarse codes by its distance
        from independence under the noisy 1-ways (sensitivity 1 per row).
-    3. From the root (public, or the tree's hub), a second parent for each column by the exponential
-       mechanism on the conditional-L1 score (sensitivity below 4 per row): :mod:`dp.measurement.cliques`.
+    3. From the root (public, the tree's hub, or with ``root: auto`` the leaf chosen by :func:`select_root`),
+       a second parent for each column by the exponential mechanism on the conditional-L1 score
+       (sensitivity below 4 per row): :mod:`dp.measurement.cliques`.
     4. Each clique measured in coarse codes (a histogram: sensitivity 1 per row).
     ``count(workload, maps)`` returns the exact coarse counts of the given marginals: two more passes over
     the rows (pairs, then candidate triples), on the same bounded rows as the 1-ways; the caller decides
@@ -325,8 +388,16 @@ def measure_junction(
                                  {n: np.asarray(d, dtype=np.float64) for n, d in coarse_distributions.items()}, total)
     tree, tree_records = select_spanning_tree(names, list(planned.candidates), scores, planned.tree_budget, context,
                                               score_sensitivity=sensitivity)
-    order = tree_order(names, tree, planned.root or hub(names, tree))
     records = list(tree_records)
+    if planned.root == ROOT_AUTO:
+        if planned.root_budget is None:
+            raise InternalError("root: auto needs the root's selection budget")
+        root, root_records = select_root(names, tree, scores, planned.root_budget, context,
+                                         score_sensitivity=sensitivity)
+        records += root_records
+    else:
+        root = planned.root or hub(names, tree)
+    order = tree_order(names, tree, root)
     triples: dict[tuple[str, ...], IntArray] = {}
     if planned.parent_budget is not None:
         triples = count(candidate_triples(order), maps)

@@ -19,10 +19,13 @@ from dprelease.dp.measurement.cliques import (
     coarse_map,
     conditional_l1_score,
     hub,
+    leaf_scores,
     noise_dominated,
     select_cliques,
+    select_root,
     tree_order,
 )
+from dprelease.dp.measurement.structure import independence_scores
 from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.dp.synthesis.arrays import align, sum_to
 from dprelease.dp.synthesis.junction import JunctionTree, Marginal, estimate, junction_parents, measured_start
@@ -92,6 +95,63 @@ def test_tree_order_hub_and_candidates():
     order = tree_order(["a", "b", "c", "d"], edges, "a")
     assert order == [("a", None), ("b", "a"), ("c", "b"), ("d", "b")]
     assert ("b", "a", "c") in candidate_triples(order) and ("b", "c", "c") not in candidate_triples(order)
+
+
+def _pair_counts(data: np.ndarray, sizes: tuple[int, ...]) -> dict[tuple[str, str], np.ndarray]:
+    names = "abcd"[: data.shape[1]]
+    return {(names[i], names[j]): np.bincount(data[:, i] * sizes[j] + data[:, j], minlength=sizes[i] * sizes[j])
+            for i in range(len(names)) for j in range(i + 1, len(names))}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1), st.integers(0, 2), st.integers(0, 1)), max_size=40),
+       st.tuples(st.integers(0, 2), st.integers(0, 1), st.integers(0, 2), st.integers(0, 1)),
+       st.sampled_from([[("a", "b"), ("b", "c"), ("b", "d")], [("a", "b"), ("b", "c"), ("c", "d")]]))
+def test_one_row_moves_every_leaf_score_by_at_most_one(rows, extra, edges):
+    # The root's score is a mean of independence scores (each of sensitivity 1) under fixed public 1-ways
+    # and total: one more row moves it by at most 1. The sum would not (the power check below).
+    sizes = (3, 2, 3, 2)
+    p = {n: np.full(k, 1.0 / k) for n, k in zip("abcd", sizes, strict=True)}
+    data = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    bigger = np.vstack([data, np.array([extra])])
+    names = ["a", "b", "c", "d"]
+    before = leaf_scores(names, edges, independence_scores(_pair_counts(data, sizes), p, 20.0))
+    after = leaf_scores(names, edges, independence_scores(_pair_counts(bigger, sizes), p, 20.0))
+    assert before.keys() == after.keys() and all(abs(after[c] - before[c]) <= 1 + 1e-9 for c in before)
+
+
+def test_a_summed_leaf_score_would_move_by_more_than_one():
+    # Power check of the property above: the leaf a of a path a-b-c-d has two pairs outside the tree;
+    # with uniform 1-ways their summed scores move by 2 for one row, their mean by 1.
+    p = {n: np.full(2, 0.5) for n in "abcd"}
+    edges = [("a", "b"), ("b", "c"), ("c", "d")]
+    data = np.zeros((0, 4), dtype=np.int64)
+    one = np.zeros((1, 4), dtype=np.int64)
+    s0 = independence_scores(_pair_counts(data, (2, 2, 2, 2)), p, 0.0)
+    s1 = independence_scores(_pair_counts(one, (2, 2, 2, 2)), p, 0.0)
+    outside = [("a", "c"), ("a", "d")]
+    assert sum(s1[k] - s0[k] for k in outside) == 2
+    assert leaf_scores(list("abcd"), edges, s1)["a"] - leaf_scores(list("abcd"), edges, s0)["a"] == 1
+
+
+def test_the_root_is_the_leaf_with_most_dependence_outside_the_tree_booked_and_replayed(tmp_path):
+    edges = [("a", "b"), ("b", "c"), ("b", "d")]
+    scores = {("a", "b"): 9.0, ("a", "c"): 50.0, ("a", "d"): 40.0, ("b", "c"): 9.0, ("b", "d"): 9.0, ("c", "d"): 1.0}
+    assert leaf_scores(["a", "b", "c", "d"], edges, scores) == {"a": 45.0, "c": 25.5, "d": 20.5}
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        ledger.register("pop", "zcdp", ZCDPBudget(Fraction(10**6)), Fraction(1, 10**9))
+        ledger.reserve("pop", "r", ZCDPBudget(Fraction(10**5)))
+        context = ReleaseContext(ledger, "r", "zcdp", secure_noise())
+        root, records = select_root(["a", "b", "c", "d"], edges, scores, PureBudget(Fraction(100)), context,
+                                    score_sensitivity=1)
+        assert root == "a" and [r.query for r in records] == ["root of the junction tree"]
+        assert [c.query for c in ledger.charges(release_id="r")] == ["root of the junction tree"]
+        again, _ = select_root(["a", "b", "c", "d"], edges, {k: 0.0 for k in scores}, PureBudget(Fraction(100)),
+                               context, score_sensitivity=1)
+        assert again == "a" and len(ledger.charges(release_id="r")) == 1  # replayed, not redrawn
+        # two columns: no leaf has a pair outside the tree, so the hub is the root and nothing is drawn
+        assert select_root(["a", "b"], [("a", "b")], {("a", "b"): 3.0}, PureBudget(Fraction(100)), context,
+                           score_sensitivity=1) == ("a", [])
 
 
 ORDER = [("a", None), ("b", "a"), ("c", "b"), ("d", "b")]

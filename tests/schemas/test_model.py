@@ -298,6 +298,24 @@ def test_the_adult_example_plans_a_private_junction_tree(tmp_path):
     assert any("second parents" in line for line in plan.lines())
 
 
+def test_root_auto_takes_one_more_round_from_the_trees_half(tmp_path):
+    from dprelease.schemas.plan import plan_release
+
+    for name in ("schema.yaml", "adult.parquet"):
+        shutil.copy(ADULT / name, tmp_path / name)
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc["root"] = "auto"
+    (tmp_path / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    spec = load_spec(tmp_path / "release.yaml")
+    plan = plan_release(spec, "r", 1)
+    c = plan.cliques
+    assert c is not None and c.root == "auto" and c.root_budget == c.tree_budget and c.parent_budget is not None
+    selection = plan.stages["selection"].amount
+    booked = c.tree_budget.epsilon ** 2 / 8 * 14 + c.parent_budget.epsilon ** 2 / 8 * 12  # 13 tree rounds + the root
+    assert selection * Fraction(999, 1000) < booked <= selection
+    assert any("chosen privately among the tree's leaves" in line for line in plan.lines())
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
