@@ -88,3 +88,30 @@ def test_cliques_without_a_coarse_counter_are_refused_before_any_draw(context):
     with pytest.raises(InternalError, match="cliques need count_coarse"):
         measure_plan(plan, EXACT, {}, DOMAINS, context, 1, cliques=cliques)
     assert _queries(context) == []
+
+
+def test_root_auto_is_drawn_after_the_tree_and_before_the_second_parents(context):
+    from dprelease.dp.measurement.cliques import PlannedCliques
+
+    rows = np.random.default_rng(3).integers(0, [2, 3, 2], size=(400, 3))
+    rows[:, 2] = rows[:, 0]  # c copies a: the tree holds (a, c) and one pair with b
+
+    def count_coarse(workload, maps):
+        assert maps == {}  # categorical columns: no coarse maps
+        out = {}
+        for columns in workload:
+            index = ["abc".index(c) for c in columns]
+            flat = np.ravel_multi_index(tuple(rows[:, i] for i in index), tuple([2, 3, 2][i] for i in index))
+            out[tuple(columns)] = np.bincount(flat, minlength=int(np.prod([[2, 3, 2][i] for i in index])))
+        return out
+
+    exact = {(d.name,): np.bincount(rows[:, i], minlength=d.size) for i, d in enumerate(DOMAINS)}
+    cliques = PlannedCliques(2, TENTH, 1, TENTH, (("a", "b"), ("a", "c"), ("b", "c")), TENTH, 8, "auto", TENTH)
+    plan = [PlannedMeasurement("one_way", (d.name,), TENTH) for d in DOMAINS]
+    measured = measure_plan(plan, exact, {}, DOMAINS, context, 1, cliques=cliques, count_coarse=count_coarse)
+    queries = [q for _, q in _queries(context)]
+    assert queries[3:6] == ["spanning tree edge 1", "spanning tree edge 2", "root of the junction tree"]
+    junction = measured.junction
+    assert junction is not None
+    degree = {c: sum(c in e for e in junction.tree) for c in "abc"}
+    assert degree[junction.cliques[0].columns[0]] == 1  # the root is a leaf of the chosen tree
