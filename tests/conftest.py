@@ -53,6 +53,22 @@ def prefect_harness():
         yield
 
 
+@pytest.fixture
+def harness_api(prefect_harness, monkeypatch):
+    """The session's test API as ``PREFECT_API_URL`` in the environment, for commands run in this process.
+
+    ``flows.cli.main(["release", ...])`` spawns its own embedded Prefect server when no API URL is in the
+    environment (``flows.settings.spawn_embedded_server``) and stops it at exit: the command ends its
+    process, but in a test process the server would boot (a second server beside the harness) and then
+    stay up, idle, for the rest of the session. With the URL set the command uses the session's server
+    (the one ``prefect_harness`` started), as every other flow test does. The embedded server itself is
+    tested in processes of its own (tests/flows/test_server_cleanup.py, tests/flows/test_gc_boot.py).
+    """
+    from prefect.settings import PREFECT_API_URL
+
+    monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` run only when asked for (``-m slow`` or ``DPRELEASE_SLOW=1``)."""
     if os.environ.get("DPRELEASE_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):

@@ -227,11 +227,28 @@ def design_matrix(candidates: Sequence[str], params: RapporParams, cohort_shares
     each setting the candidate's bits there: t ≈ X β with β the candidates' counts.
     """
     shares = np.asarray(cohort_shares, dtype=np.float64)
+    rows, columns = _set_bits(tuple(candidates), params.k, params.h, params.m)
     x = np.zeros((params.m * params.k, len(candidates)), dtype=np.float64)
-    for j, value in enumerate(candidates):
-        for cohort in range(params.m):
-            x[cohort * params.k + bloom(value, cohort, params), j] = shares[cohort]
+    x[rows, columns] = shares[rows // params.k]
     return x
+
+
+@functools.lru_cache(maxsize=64)
+def _set_bits(candidates: tuple[str, ...], k: int, h: int, m: int) -> tuple[IntArray, IntArray]:
+    """Where :func:`design_matrix` has a non-zero: (cohort · k + Bloom position, candidate index) pairs.
+
+    Public hashing only, the same for every decode of one candidate list and one set of parameters.
+    """
+    rows: list[int] = []
+    columns: list[int] = []
+    for j, value in enumerate(candidates):
+        for cohort in range(m):
+            for position in _positions(value, cohort, k, h):
+                rows.append(cohort * k + position)
+                columns.append(j)
+    out = np.asarray(rows, dtype=np.int64), np.asarray(columns, dtype=np.int64)
+    out[0].flags.writeable = out[1].flags.writeable = False
+    return out
 
 
 def nonnegative_lasso(x: FloatArray, y: FloatArray, penalty: float, iterations: int = 500) -> FloatArray:

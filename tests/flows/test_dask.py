@@ -79,7 +79,7 @@ def test_the_map_on_the_cluster_gives_the_in_process_exact_counts(prefect_harnes
     assert remote_handling == local_handling and remote_handling.rows_in == 32561
 
 
-def test_a_release_with_the_cli_dask_option_completes(prefect_harness, cluster, example, tmp_path, capsys,
+def test_a_release_with_the_cli_dask_option_completes(harness_api, cluster, example, tmp_path, capsys,
                                                      monkeypatch):
     from dprelease.flows.cli import main
 
@@ -143,7 +143,7 @@ def test_a_failure_on_a_worker_comes_back_message_free(cluster, tmp_path):
     assert "CANARY" not in repr(info.value) and info.value.__cause__ is None and info.value.__context__ is None
 
 
-def test_a_small_table_is_counted_in_process_even_with_a_scheduler(prefect_harness, cluster, example, tmp_path,
+def test_a_small_table_is_counted_in_process_even_with_a_scheduler(harness_api, cluster, example, tmp_path,
                                                                    capsys, caplog):
     from dprelease.flows.cli import main
 

@@ -155,7 +155,7 @@ def test_check_says_its_results_are_not_private(capsys):
 
 @pytest.mark.e2e
 def test_published_exits_0_and_an_unexpected_stage_failure_exits_1_with_one_line(
-    prefect_harness, tmp_path, capsys, monkeypatch
+    harness_api, tmp_path, capsys, monkeypatch
 ):
     spec = _example(tmp_path / "example")
     out, ledger = tmp_path / "out", tmp_path / "ledger.sqlite"

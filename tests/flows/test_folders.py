@@ -142,7 +142,7 @@ def test_a_release_under_umask_0_keeps_public_and_steward_modes_and_reclaims_its
 ):
     from dprelease.flows.release import release
 
-    spec = adult_example(tmp_path)
+    spec = adult_example(tmp_path, rows=8000)  # file modes and the reclaimed staging do not depend on the size
     out, internal = tmp_path / "out", tmp_path / "steward-root"
     # What a killed run of this release left: its steward record and a half-written staging folder.
     steward = create_steward(internal / DATASET / "r-umask")

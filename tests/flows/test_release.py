@@ -262,7 +262,9 @@ def test_public_audit_holds_no_forbidden_item(adult_release):
 def test_second_release_beyond_the_lifetime_budget_is_refused_before_reading_data(prefect_harness, tmp_path):
     from dprelease.flows.release import release
 
-    spec = _example(tmp_path, lifetime_budget={"epsilon": 1.2, "delta": 1e-9}, release_cap=None)
+    # The first 8,000 rows: the refusal comes from the ledger before the data is read, whatever its size.
+    spec = _example(tmp_path, pq.read_table(ADULT / "adult.parquet").slice(0, 8000),
+                    lifetime_budget={"epsilon": 1.2, "delta": 1e-9}, release_cap=None)
     ledger = tmp_path / "ledger.sqlite"
     release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(ledger), release_id="first")
     (spec.parent / "adult.parquet").rename(spec.parent / "moved-away.parquet")  # reading it now would fail
@@ -405,8 +407,10 @@ def test_auto_pairs_are_chosen_privately_booked_and_replayed(prefect_harness, tm
 
     folder = tmp_path / "example"
     folder.mkdir()
-    for name in ("schema.yaml", "adult.parquet", "release-auto.yaml"):
+    for name in ("schema.yaml", "release-auto.yaml"):
         shutil.copy(ADULT / name, folder / name)
+    # The first 8,000 rows: a private choice of 13 pairs, its booking and its replay do not depend on the size.
+    pq.write_table(pq.read_table(ADULT / "adult.parquet").slice(0, 8000), folder / "adult.parquet")
     spec_path = folder / "release-auto.yaml"
     ledger = tmp_path / "l.sqlite"
     out = tmp_path / "out"
