@@ -24,8 +24,10 @@ Configurations, each at the same total ε for the mean (bound discovery included
 ``dprelease svt``
     The library path of a ``stats:`` mean whose column has no public bounds:
     ``dp.statistics.means.measure_svt_moments`` over the wide range (fine geometric grid of ratio 1.1;
-    exponential-mechanism selections of the upper bound, 20 % of ε, and of a median offset, 5 %; the
-    lower bound is the range's 0 end), then count (5 %) and sum (70 %) on the grid offset at the median.
+    a monotone exponential-mechanism selection of the upper bound, 25 % of ε, tail prior 1.1^(−5j), and
+    an exponential-mechanism selection of a median offset, 2.5 %; the lower bound is the range's 0 end),
+    then count (5 %) and sum (67.5 %) on the grid offset at the median (20/5/5/70 % with a non-monotone
+    bound selection and prior 1.1^(−4j) before issue 16's tail tuning: ``stats_peers_clipbias*.json``).
 ``dprelease svt+bias``
     The same with ``clipping_bias=True`` (``dp.statistics.bias``): 20 % of ε moves from the sum to the
     clipping-bias estimate (a 4-cell count of the tails, 5 %, and the excess beyond the bounds out to
