@@ -37,10 +37,12 @@ cost 3.8 rows at ε = 1, so a top code on 0.5 % of the rows, 2.4× beyond the ne
 in more than half the runs.
 
 Budget (:func:`split_mean_budget`, one rule for every column, tuned on ``benchmarks/stats_peers.py``):
-:data:`MEAN_SHARES` = 25 % for the bounds (split equally between the ends searched), 2.5 % for the
+:data:`MEAN_SHARES` = 22.5 % for the bounds (split equally between the ends searched), 5 % for the
 offset, 5 % for the count and 67.5 % for the sum. The median-centred offset makes the count's share
 cheap (|mean − median| is small next to R for every benchmark column), and the bounds' share buys a
-resolution of s = Δ/(0.25·ε) rows (4 at ε = 1), a step costing s·β·ln r ≈ 1.9 rows.
+resolution of s = Δ/(0.225·ε) rows (4.4 at ε = 1), a step costing s·β·ln r ≈ 2.1 rows. The offset's
+share is what keeps it near the median at n = 10³ (at 2.5 % its rank resolution, about 80·ln(m) rows,
+doubled hours-per-week's error there through the count's noise).
 
 Privacy: the bound scores are monotone (an added row lowers each by 0 or 1, a removed one raises each
 by 0 or 1; the base measure is public), so each bound is selected by
@@ -57,14 +59,14 @@ What the bounds cannot give: rows beyond a selected bound are clipped, and their
 interval of the clipped mean (it covers the noise); ``clipping_bias=True`` estimates that bias out to
 caps near the bounds (:mod:`dp.statistics.bias`, out of the sum's share) and corrects for it. A few
 rows far beyond the data's bulk are beyond the reach of any ε_U-DP rule: by group privacy, adding
-k rows changes the probability of any bound by at most e^(k·ε_U), so at n = 10⁴, ε = 1 (ε_U = 1/4)
+k rows changes the probability of any bound by at most e^(k·ε_U), so at n = 10⁴, ε = 1 (ε_U = 9/40)
 ten rows at 9999 beyond a body ending at 115 (the benchmark's ``stay+outliers``) raise the chance of
-a bound above them at most e^2.5 ≈ 12-fold: covering them in 93 % of runs would need a bound above
-9999 in ≥ 7.6 % of the runs *without* them, whose noise (sd ≈ 2.1 against the oracle's 0.015) would
-wreck the clean column. A noisy count at this share (discrete Laplace, scale 4) told where to look
-sees the 10 rows over a 5 % false-alarm threshold in about 59 % of runs, and searching the 47 grid
-steps between 115 and 9999 at a 5 % family-wise false alarm in about 1.3 %. The selection here picks
-a bound above them with probability about e^(10/4 − 5·47·ln 1.1) ≈ 10⁻⁹: those rows are clipped, the
+a bound above them at most e^2.25 ≈ 9.5-fold: covering them in 93 % of runs would need a bound above
+9999 in ≥ 9.8 % of the runs *without* them, whose noise (sd ≈ 2.1 against the oracle's 0.015) would
+wreck the clean column. A noisy count at this share (discrete Laplace, scale 4.4) told where to look
+sees the 10 rows over a 5 % false-alarm threshold in about 48 % of runs, and searching the 47 grid
+steps between 115 and 9999 at a 5 % family-wise false alarm in about 1 %. The selection here picks
+a bound above them with probability about e^(10/4.4 − 5·47·ln 1.1) ≈ 10⁻⁹: those rows are clipped, the
 clipped mean's interval misses the true mean (coverage 0), and only the ``beyond_cap`` flag of a
 clipping-bias estimate can tell. The remedy is a public bound, or validation of missing-value codes.
 
@@ -100,14 +102,14 @@ MEAN_GRID_RATIO = 1.1
 
 TAIL_EXPONENT = 5
 """β of the base measure r^(−βj) of the bound selections: a bound twice as far out weighs 2^−5 as much
-(4 before issue 16's tuning; 5 with the monotone scale and a 25 % share halves the benchmark's
-capital-gain error against 4 and keeps age, hours and stay at least as accurate)."""
+(4 before issue 16's tuning; with the monotone scale a step costs half as many rows, and 5 instead of 4
+narrows the overshoot beyond the data's edge, which the body columns pay for in noise)."""
 
 MEAN_HALF_STEPS = 2**16
 """Grid points on each side of the offset: rounding moves a value by at most R/2^17 (R = the radius), which
 keeps the rounding bias of a mean far below its noise (1024 steps gave biases of 0.05 on ages with R = 171)."""
 
-MEAN_SHARES = MappingProxyType({"bounds": Fraction(1, 4), "centre": Fraction(1, 40), "count": Fraction(1, 20),
+MEAN_SHARES = MappingProxyType({"bounds": Fraction(9, 40), "centre": Fraction(1, 20), "count": Fraction(1, 20),
                                 "sum": Fraction(27, 40)})
 """Shares of a mean's budget without public bounds (see the module docstring)."""
 

@@ -56,7 +56,7 @@ def test_grids_and_shares():
     assert sum(MEAN_SHARES.values()) == 1
     shares = split_mean_budget(PureBudget(Fraction(1)))
     assert {k: v.epsilon for k, v in shares.items()} == dict(MEAN_SHARES)
-    # issue 16's tuning moved the split from 20/5/5/70 % to 25/2.5/5/67.5 %: the count : sum ratio is 2 : 27
+    # issue 16's tuning moved the split from 20/5/5/70 % to 22.5/5/5/67.5 %: the count : sum ratio is 2 : 27
     assert mean_weights({"mean"}) == {"count": 1, "sum": Fraction(27, 2), "sum_of_squares": 0}
     assert mean_weights({"variance"})["sum_of_squares"] == Fraction(27, 2)
 
