@@ -8,7 +8,8 @@ most Δ (the L∞ distance of the score vectors is <= Δ). Only the selected ind
   scale = 2Δ / epsilon, i.e. P(i) ∝ exp(epsilon u_i / (2Δ)) (McSherry & Talwar 2007; Dwork & Roth
   2014, Def. 3.4 and Thm. 3.10). It is drawn as report-noisy-max with Gumbel noise of that scale:
   argmax_i (u_i + G_i) with G_i i.i.d. Gumbel(0, scale) has exactly that law (the "Gumbel-max
-  trick"; used for private selection by Durfee & Rogers 2019).
+  trick"; used for private selection by Durfee & Rogers 2019). :class:`MonotoneExponentialMechanism`
+  is the same draw at scale Δ / epsilon, for scores that all move one way between neighbours.
 * :class:`PermuteAndFlip` (McKenna & Sheldon 2020) visits the candidates in a uniformly random order
   and stops at candidate r with probability exp((u_r - max_j u_j) / scale), scale = 2Δ / epsilon. It
   is epsilon-DP and never worse than the exponential mechanism in expected score. It is drawn as
@@ -294,6 +295,40 @@ class ExponentialMechanism(_ScoreSelection):
         """
         values = check_scores(scores, "ExponentialMechanism")
         return selection_source(noise).gumbel_argmax(values, self._scale)
+
+
+@dataclass(frozen=True)
+class MonotoneExponentialMechanism(ExponentialMechanism):
+    """The exponential mechanism for *monotone* scores: scale Δ/epsilon instead of 2Δ/epsilon.
+
+    Scores are monotone when, between any two neighbours, every score moves in the same direction
+    (all by +[0, Δ] or all by −[0, Δ]), e.g. minus the rows beyond each candidate (an added row lowers
+    each by 0 or 1) plus a public base measure. Then P(i) ∝ exp(u_i / scale) with scale = Δ/epsilon is
+    epsilon-DP (McSherry & Talwar 2007, the remark after Thm. 6; Dwork & Roth 2014, the remark after
+    Thm. 3.10): with u' >= u, P'(i)/P(i) = e^{(u'_i − u_i)/scale}·Z/Z' <= e^{Δ/scale} since Z' >= Z, and
+    P(i)/P'(i) <= Z'/Z <= e^{Δ/scale}. It is also epsilon-bounded-range (ln P'(i)/P(i) = (u'_i − u_i)/scale
+    − ln(Z'/Z), and the first term spans at most Δ/scale over i), so a zCDP ledger books epsilon²/8 as
+    for :class:`ExponentialMechanism`. Monotonicity is the caller's claim; the ledger records it in the
+    sensitivity text, and the caller's statistical audit checks its scores against the booked loss.
+
+    >>> em = MonotoneExponentialMechanism(score_sensitivity=1, budget=PureBudget(Fraction(1, 4)))
+    >>> em.scale(), em.privacy_loss(), em.sensitivity_text()
+    (4.0, PureBudget(epsilon=Fraction(1, 4)), 'score sensitivity=1, monotone')
+    """
+
+    name = "exponential mechanism, monotone scores (Gumbel report-noisy-max)"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "_scale", float_at_least(Fraction(self.score_sensitivity) / self.budget.epsilon))
+
+    def privacy_loss(self) -> PureBudget:
+        """The loss epsilon = Δu / scale, exactly; never above the budget."""
+        return PureBudget(Fraction(self.score_sensitivity) / Fraction(self._scale))
+
+    def sensitivity_text(self) -> str:
+        """The declared per-score sensitivity and the monotonicity the scale relies on, for the ledger."""
+        return f"score sensitivity={self.score_sensitivity}, monotone"
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ end nearer 0 when the range does not hold 0), in up to three exponential-mechani
 
 1. **upper bound** U among the candidates above the anchor a (0, or the range's end nearer 0):
    score −#{rows > g} − s·β·ln(r)·j, j the candidate's index counted from a, s the mechanism's scale
-   2Δ/ε, β = :data:`TAIL_EXPONENT`; i.e. base measure r^(−βj) ≈ (g/g₀)^(−β). Beyond the data's edge
-   (no row above) each step out is r^β times less likely (a bound 2× too wide has probability 2^(−β)
-   of the edge's); inside the data a step in is chosen only where fewer than about s·β·ln r rows lie
-   in it. Skipped (U = the range's high end) when a is the high end.
+   Δ/ε_U (the monotone exponential mechanism, below), β = :data:`TAIL_EXPONENT`; i.e. base measure
+   r^(−βj) ≈ (g/g₀)^(−β). Beyond the data's edge (no row above) each step out is r^β times less likely
+   (a bound 2× too wide has probability 2^(−β) of the edge's); inside the data a step in is chosen
+   only where fewer than about s·β·ln r rows lie in it, and a gap of ratio G with k rows beyond it
+   (a top code) is jumped unless k < s·β·ln G. Skipped (U = the range's high end) when a is the high end.
 2. **lower bound** L, the mirror image among the candidates below a (skipped when a is the low end:
    a column whose search range starts at 0 needs no lower search).
 3. **offset** c, a median among the candidates in [L, U]: score −|#{rows < g} − #{rows > g}|
@@ -21,22 +22,53 @@ Then R = max(U − c, c − L), and the published bounds are [max(low, c − R),
 narrow side is widened for free (the sum's sensitivity is R either way), which clips fewer rows.
 The moments are measured on :class:`~dp.statistics.clipping.Grid` with ``offset=c``.
 
-Budget (:func:`split_mean_budget`, one rule for every column, tuned on ``benchmarks/stats_peers.py``):
-:data:`MEAN_SHARES` = 20 % for the bounds (split equally between the ends searched), 5 % for the
-offset, 5 % for the count and 70 % for the sum. The median-centred offset makes the count's share
-cheap (|mean − median| is small next to R for every benchmark column), and the bounds' share buys a
-resolution of about s·β·ln r ≈ 4/(0.2·ε) rows per grid step.
+Why this stopping rule (the clipping trade-off): a bound with k rows beyond it biases the mean by at
+most k·(range)/n, and the sum's noise costs about R/(n·ε); the instance-optimal rule clips where only
+about O(log(candidates)/ε) rows lie beyond, so that the two are of one order (Huang, Liang & Yi 2021,
+"Instance-optimal mean estimation under differential privacy", NeurIPS; Amin, Kulesza, Muñoz Medina &
+Vassilvitskii 2019, "Bounding user contributions: a bias-variance trade-off in differential
+privacy", ICML; Karwa & Vadhan 2018, "Finite sample differentially private confidence intervals",
+ITCS). An exponential-mechanism selection resolves the number of rows beyond a bound to about
+s·ln(candidates) rows, s = Δ/ε_U: the tail prior β and the bounds' share ε_U are tuned so that the
+rows it leaves beyond the bound are that few (a handful at n = 10⁴, ε = 1) while the overshoot beyond
+the data's edge (a factor 1.1^j with probability ∝ 1.1^(−βj)) stays small. Before issue 16's tuning
+(β = 4, 20 % at scale 2Δ/ε_U) the rule left hundreds of rows' worth of bias on heavy tails: a step
+cost 3.8 rows at ε = 1, so a top code on 0.5 % of the rows, 2.4× beyond the next value, was clipped
+in more than half the runs.
 
-Privacy: each selection is the exponential mechanism on scores whose sensitivity is Δ (the tail
-counts and |below − above| move by at most Δ when a unit of Δ rows is added or removed; the base
-measure and the candidate sets depend only on public inputs and earlier DP outputs), so each is
-ε_i-DP (McSherry & Talwar 2007), booked through :func:`~dp.mechanisms.selection.run_selection`
-(charge, draw, seal; a re-run replays), and the column's loss composes sequentially. Under zCDP a
-share ρ_i runs at ε_i = √(8ρ_i) (bounded range, ``docs/proofs/exponential_bounded_range.md``).
+Budget (:func:`split_mean_budget`, one rule for every column, tuned on ``benchmarks/stats_peers.py``):
+:data:`MEAN_SHARES` = 22.5 % for the bounds (split equally between the ends searched), 5 % for the
+offset, 5 % for the count and 67.5 % for the sum. The median-centred offset makes the count's share
+cheap (|mean − median| is small next to R for every benchmark column), and the bounds' share buys a
+resolution of s = Δ/(0.225·ε) rows (4.4 at ε = 1), a step costing s·β·ln r ≈ 2.1 rows. The offset's
+share is what keeps it near the median at n = 10³ (at 2.5 % its rank resolution, about 80·ln(m) rows,
+doubled hours-per-week's error there through the count's noise).
+
+Privacy: the bound scores are monotone (an added row lowers each by 0 or 1, a removed one raises each
+by 0 or 1; the base measure is public), so each bound is selected by
+:class:`~dp.mechanisms.selection.MonotoneExponentialMechanism` at scale Δ/ε_i, which is ε_i-DP
+(McSherry & Talwar 2007); the offset's scores are not monotone (one row raises the scores below it
+and lowers those above) and use :class:`~dp.mechanisms.selection.ExponentialMechanism` at 2Δ/ε_i.
+The candidate sets depend only on public inputs and earlier DP outputs. Each selection is booked
+through :func:`~dp.mechanisms.selection.run_selection` (charge, draw, seal; a re-run replays), and the
+column's loss composes sequentially. Under zCDP a share ρ_i runs at ε_i = √(8ρ_i) (both mechanisms
+are ε_i-bounded-range, ``docs/proofs/exponential_bounded_range.md``). Audited with a power check in
+``tests/statistical/test_mean_bounds_audit.py``.
+
 What the bounds cannot give: rows beyond a selected bound are clipped, and their bias is not in the
-interval (about s·β·ln r rows can lie in a step the search cut off); the benchmark reports the
-coverage of the true mean beside that of the clipped mean. ``clipping_bias=True`` estimates that bias
-out to caps near the bounds (:mod:`dp.statistics.bias`, out of the sum's share) and corrects for it.
+interval of the clipped mean (it covers the noise); ``clipping_bias=True`` estimates that bias out to
+caps near the bounds (:mod:`dp.statistics.bias`, out of the sum's share) and corrects for it. A few
+rows far beyond the data's bulk are beyond the reach of any ε_U-DP rule: by group privacy, adding
+k rows changes the probability of any bound by at most e^(k·ε_U), so at n = 10⁴, ε = 1 (ε_U = 9/40)
+ten rows at 9999 beyond a body ending at 115 (the benchmark's ``stay+outliers``) raise the chance of
+a bound above them at most e^2.25 ≈ 9.5-fold: covering them in 93 % of runs would need a bound above
+9999 in ≥ 9.8 % of the runs *without* them, whose noise (sd ≈ 2.1 against the oracle's 0.015) would
+wreck the clean column. A noisy count at this share (discrete Laplace, scale 4.4) told where to look
+sees the 10 rows over a 5 % false-alarm threshold in about 48 % of runs, and searching the 47 grid
+steps between 115 and 9999 at a 5 % family-wise false alarm in about 1 %. The selection here picks
+a bound above them with probability about e^(10/4.4 − 5·47·ln 1.1) ≈ 10⁻⁹: those rows are clipped, the
+clipped mean's interval misses the true mean (coverage 0), and only the ``beyond_cap`` flag of a
+clipping-bias estimate can tell. The remedy is a public bound, or validation of missing-value codes.
 
 >>> grid = mean_grid(0.0, 100.0)
 >>> grid[:4], len(grid)
@@ -58,7 +90,7 @@ from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.bounds import geometric_grid, tail_counts
 from dprelease.dp.mechanisms.random import IntArray
-from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selection
+from dprelease.dp.mechanisms.selection import ExponentialMechanism, MonotoneExponentialMechanism, run_selection
 from dprelease.dp.statistics.bias import BIAS_SHARE, BiasMechanism, NoisyBias, measure_bias
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
 from dprelease.dp.statistics.moments import MomentsMechanism, NoisyMoments, measure_moments
@@ -68,15 +100,17 @@ FloatArray = npt.NDArray[np.float64]
 MEAN_GRID_RATIO = 1.1
 """Ratio of neighbouring candidates of :func:`mean_grid` (a bound is at most 10 % wider than a grid point needs)."""
 
-TAIL_EXPONENT = 4
-"""β of the base measure r^(−βj) of the bound selections: a bound twice as far out weighs 2^−4 as much."""
+TAIL_EXPONENT = 5
+"""β of the base measure r^(−βj) of the bound selections: a bound twice as far out weighs 2^−5 as much
+(4 before issue 16's tuning; with the monotone scale a step costs half as many rows, and 5 instead of 4
+narrows the overshoot beyond the data's edge, which the body columns pay for in noise)."""
 
 MEAN_HALF_STEPS = 2**16
 """Grid points on each side of the offset: rounding moves a value by at most R/2^17 (R = the radius), which
 keeps the rounding bias of a mean far below its noise (1024 steps gave biases of 0.05 on ages with R = 171)."""
 
-MEAN_SHARES = MappingProxyType({"bounds": Fraction(1, 5), "centre": Fraction(1, 20), "count": Fraction(1, 20),
-                                "sum": Fraction(7, 10)})
+MEAN_SHARES = MappingProxyType({"bounds": Fraction(9, 40), "centre": Fraction(1, 20), "count": Fraction(1, 20),
+                                "sum": Fraction(27, 40)})
 """Shares of a mean's budget without public bounds (see the module docstring)."""
 
 
@@ -187,12 +221,12 @@ def select_mean_bounds(
     records: list[MeasurementRecord] = []
     upper_index, lower_index = len(grid) - 1, 0
     for side in ends:
-        mechanism = ExponentialMechanism(sensitivity, _epsilon(share[side]))
+        monotone = MonotoneExponentialMechanism(sensitivity, _epsilon(share[side]))
         if side == "upper":
-            scores = bound_scores(above[anchor:], mechanism.scale())
+            scores = bound_scores(above[anchor:], monotone.scale())
         else:
-            scores = bound_scores(np.asarray(below[:anchor + 1])[::-1], mechanism.scale())
-        hit, record = run_selection(mechanism, scores, context, stage=stage, query=f"{side} bound of {label} (mean)")
+            scores = bound_scores(np.asarray(below[:anchor + 1])[::-1], monotone.scale())
+        hit, record = run_selection(monotone, scores, context, stage=stage, query=f"{side} bound of {label} (mean)")
         records.append(record)
         if side == "upper":
             upper_index = anchor + hit
@@ -213,7 +247,7 @@ def select_mean_bounds(
 
 
 def mean_weights(statistics: set[str] | frozenset[str]) -> dict[str, int | Fraction]:
-    """Moment weights with :data:`MEAN_SHARES`' count : sum ratio (1 : 14); a sum of squares, if asked, as the sum."""
+    """Moment weights with :data:`MEAN_SHARES`' count : sum ratio (2 : 27); a sum of squares, if asked, as the sum."""
     ratio = MEAN_SHARES["sum"] / MEAN_SHARES["count"]
     return {"count": 1, "sum": ratio if statistics & {"sum", "mean", "variance", "std"} else 0,
             "sum_of_squares": ratio if statistics & {"variance", "std"} else 0}

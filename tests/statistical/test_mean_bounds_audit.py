@@ -13,11 +13,12 @@ epsilon of the selection. ``test_production_hands_the_audited_scores_and_scales`
 production function gives exactly these scores and scales to the selection (the production OpenDP
 draw is checked against its exact law in ``test_selection_audit.py``).
 
-Power: the bound scores are monotone (an added row lowers each by 0 or 1), so their loss is at most
-half the booked epsilon, and the audit must flag a variant whose sensitivity is declared at a quarter
-(scale and base measure at a quarter); the offset's scores are not monotone (the neighbours below
-raise some scores and lower others, the loss can reach the booked epsilon), and the audit must flag a
-variant at a third of the scale. For each, the probability that the audit would miss it is bounded from the
+The bounds are drawn by :class:`MonotoneExponentialMechanism` at scale Δ/ε (their scores are monotone:
+an added row lowers each by 0 or 1), the offset by :class:`ExponentialMechanism` at 2Δ/ε; the exact
+log-ratio of every outcome is also checked against the booked epsilon (for the bounds it reaches it:
+the monotone scale spends the whole epsilon). Power: the audit must flag a bound variant at half the
+monotone scale (the scale of a broken claim that the scores move by 1/2) and an offset variant at a
+third of its scale. For each, the probability that the audit would miss it is bounded from the
 exact outcome probabilities (``power_failure_log10``) and asserted <= 1e-9.
 False alarms: <= 1e-6 per audit (Bonferroni over the events and the two one-sided bounds).
 """
@@ -34,7 +35,7 @@ from dprelease.dp.accounting.budget import PureBudget
 from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import tail_counts
-from dprelease.dp.mechanisms.selection import ExponentialMechanism
+from dprelease.dp.mechanisms.selection import ExponentialMechanism, MonotoneExponentialMechanism
 from dprelease.dp.statistics.means import bound_scores, centre_scores, mean_grid, select_mean_bounds
 from tests.noise import SeededNoise
 from tests.statistical.audit import Event, audit, power_failure_log10
@@ -76,6 +77,11 @@ def exact(values: np.ndarray, side: str, scale: float) -> np.ndarray:
     return w / w.sum()
 
 
+def production_scale(side: str) -> float:
+    """The scale select_mean_bounds uses for a selection of RUN: monotone for the bounds, not for the offset."""
+    return (ExponentialMechanism if side == "centre" else MonotoneExponentialMechanism)(1, RUN).scale()
+
+
 def events(side: str) -> list[Event]:
     size = len(SIGNED) if side == "centre" else ANCHOR + 1
     return [Event(f"index == {i}", lambda o, i=i: o == i, who) for i in range(size) for who in ("D", "D'")]
@@ -83,19 +89,19 @@ def events(side: str) -> list[Event]:
 
 @pytest.mark.parametrize("side", ["upper", "lower", "centre"])
 def test_mean_bounds_audit_stays_within_the_booked_loss(side):
-    scale = ExponentialMechanism(1, RUN).scale()
+    scale = production_scale(side)
     d, d2 = CASES[side]
     result = audit(selections(d, side, scale, 1), selections(d2, side, scale, 2), events(side), statistic="epsilon",
                    alpha=ALPHA)
     print(f"\nmean {side}: empirical epsilon lower bound {result.value:.3f} (booked {float(RUN.epsilon)})")
     assert result.value <= float(RUN.epsilon)
     worst = float(np.max(np.abs(np.log(exact(d, side, scale) / exact(d2, side, scale)))))
-    assert worst <= float(RUN.epsilon) / (1 if side == "centre" else 2) + 1e-12
+    assert worst <= float(RUN.epsilon) + 1e-12
 
 
-@pytest.mark.parametrize(("side", "divisor"), [("upper", 4), ("lower", 4), ("centre", 3)])
+@pytest.mark.parametrize(("side", "divisor"), [("upper", 2), ("lower", 2), ("centre", 3)])
 def test_an_under_scaled_variant_is_flagged(side, divisor):
-    scale = ExponentialMechanism(1, RUN).scale() / divisor
+    scale = production_scale(side) / divisor
     d, d2 = CASES[side]
     result = audit(selections(d, side, scale, 3), selections(d2, side, scale, 4), events(side), statistic="epsilon",
                    alpha=ALPHA)
@@ -125,11 +131,13 @@ def test_production_hands_the_audited_scores_and_scales(tmp_path):
         ledger.reserve("pop", "r", PureBudget(Fraction(50)))
         found = select_mean_bounds(values, "x", (-1.5, 1.5), PureBudget(Fraction(4)), RUN,
                                    ReleaseContext(ledger, "r", "pure", Spy()))
-        scale = ExponentialMechanism(1, RUN).scale()
+        scale, centre_scale = production_scale("upper"), production_scale("centre")
         below, above = tail_counts(values, SIGNED)
-        assert [c[1] for c in Spy.calls] == [scale, scale, scale]  # bounds 4 split over two ends: 2 each
+        assert [c[1] for c in Spy.calls] == [scale, scale, centre_scale]  # bounds 4 split over two ends: 2 each
         np.testing.assert_array_equal(Spy.calls[0][0], bound_scores(above[ANCHOR:], scale))
         np.testing.assert_array_equal(Spy.calls[1][0], bound_scores(np.asarray(below[:ANCHOR + 1])[::-1], scale))
         lo, hi = SIGNED.index(found.selected[0]), SIGNED.index(found.selected[1])
         np.testing.assert_array_equal(Spy.calls[2][0], centre_scores(below[lo:hi + 1], above[lo:hi + 1]))
-        assert [c.loss for c in ledger.charges(release_id="r")] == [RUN.epsilon] * 3
+        charges = ledger.charges(release_id="r")
+        assert [c.loss for c in charges] == [RUN.epsilon] * 3
+        assert [c.sensitivity.endswith("monotone") for c in charges] == [True, True, False]
