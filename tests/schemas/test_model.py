@@ -352,3 +352,20 @@ def test_the_acs_example_schema_loads_plans_and_matches_its_file():
     assert check_structure(spec.data, spec.schema) == []
     plan = plan_release(spec, "r", 0)
     assert plan.cliques is not None and plan.total.amount > 0
+
+
+def test_root_auto_is_refused_when_a_column_is_named_auto(tmp_path):
+    # 'auto' would be ambiguous between the private choice and the column of that name.
+    schema = yaml.safe_load((ADULT / "schema.yaml").read_text(encoding="utf-8"))
+    schema["columns"]["auto"] = schema["columns"].pop("sex")
+    schema["quasi_identifiers"] = ["auto" if c == "sex" else c for c in schema["quasi_identifiers"]]
+    (tmp_path / "schema.yaml").write_text(yaml.safe_dump(schema, sort_keys=False), encoding="utf-8")
+    shutil.copy(ADULT / "adult.parquet", tmp_path / "adult.parquet")
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc["root"] = "auto"
+    (tmp_path / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(SchemaError, match=re.escape("root: 'auto' is ambiguous: a column is named auto")):
+        load_spec(tmp_path / "release.yaml")
+    doc["root"] = "age"  # the same schema with a public root loads
+    (tmp_path / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    assert load_spec(tmp_path / "release.yaml").root == "age"
