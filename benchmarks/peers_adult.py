@@ -419,16 +419,24 @@ def _quiet_prefect_context() -> None:
 
 
 def worker_core_prepare(spec: Path, seed: int, work: Path) -> dict[str, Any]:
-    """Untimed: the release path up to the noisy measurements, as the flow runs it; pickled.
-
-    Plan, bounds (SVT), private mappings and quantile bins (the bounds stage's two other parts, when the plan
-    has them), measurement on those bins: the flow's own calls in the flow's order, through ``.fn``.
-    """
+    """Untimed: the release path up to the noisy measurements (:func:`measure_core`), pickled."""
     sys.path.insert(0, str(ROOT))
     from dprelease.flows.settings import configure
 
     configure()
     _quiet_prefect_context()
+    with (work / "measured.pickle").open("wb") as fh:
+        pickle.dump(measure_core(spec, seed, work), fh)
+    return {}
+
+
+def measure_core(spec: Path, seed: int, work: Path) -> dict[str, Any]:
+    """The release path up to the noisy measurements, in ``work``: plan, bounds, mappings, measured, staging.
+
+    Plan, bounds (SVT), private mappings and quantile bins (the bounds stage's two other parts, when the plan
+    has them), measurement on those bins: the flow's own calls in the flow's order, through ``.fn`` (after
+    :func:`_quiet_prefect_context`).
+    """
     from dprelease.schemas.spec import load_spec
     from dprelease.tasks.bounds import find_bins, find_bounds, find_mappings
     from dprelease.tasks.measure import measure_marginals
@@ -443,10 +451,7 @@ def worker_core_prepare(spec: Path, seed: int, work: Path) -> dict[str, Any]:
     mappings = find_mappings.fn(plan, ledger) if plan.mappings else []
     bins = find_bins.fn(plan, bounds, ledger) if plan.bins else []
     measured = measure_marginals.fn(plan, bounds, ledger, str(steward), None, {b.column: b.edges for b in bins})
-    with (work / "measured.pickle").open("wb") as fh:
-        pickle.dump({"plan": plan, "bounds": bounds, "mappings": mappings, "measured": measured,
-                     "staging": str(staging)}, fh)
-    return {}
+    return {"plan": plan, "bounds": bounds, "mappings": mappings, "measured": measured, "staging": str(staging)}
 
 
 def dprelease_core(work: Path) -> dict[str, Any]:

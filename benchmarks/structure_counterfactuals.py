@@ -49,11 +49,6 @@ TOLERANCE = 0.005
 
 def run(spec: Path, epsilon: float, seed: int, changes: list[str], evaluate: peers_adult.Evaluator) -> dict[str, Any]:
     """One release through the core path with the spec's keys changed; its utility and CPU times."""
-    from dprelease.schemas.spec import load_spec
-    from dprelease.tasks.bounds import find_bins, find_bounds, find_mappings
-    from dprelease.tasks.measure import measure_marginals
-    from dprelease.tasks.plan import plan_budget
-    from dprelease.tasks.staging import create_staging, create_steward, staging_dir, steward_dir
     from dprelease.tasks.synthesize import estimate_model, sample_synthetic
 
     work = Path(tempfile.mkdtemp(prefix="structure-"))
@@ -68,14 +63,8 @@ def run(spec: Path, epsilon: float, seed: int, changes: list[str], evaluate: pee
             doc[key] = parsed
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     started = time.process_time()
-    ledger = str(work / "ledger.sqlite")
-    plan, _ = plan_budget.fn(load_spec(path), f"core-{seed}", ledger, seed)
-    steward = create_steward(steward_dir(work / "internal", plan.dataset, plan.release_id))
-    staging = create_staging(staging_dir(work / "out", plan.dataset, plan.release_id), steward)
-    bounds = find_bounds.fn(plan, ledger)
-    mappings = find_mappings.fn(plan, ledger) if plan.mappings else []
-    bins = find_bins.fn(plan, bounds, ledger) if plan.bins else []
-    measured = measure_marginals.fn(plan, bounds, ledger, str(steward), None, {b.column: b.edges for b in bins})
+    core = peers_adult.measure_core(path, seed, work)
+    plan, bounds, mappings, measured, staging = (core[k] for k in ("plan", "bounds", "mappings", "measured", "staging"))
     measured_at = time.process_time()
     estimate = estimate_model.fn(plan, bounds, measured)
     estimated_at = time.process_time()
