@@ -134,7 +134,7 @@ def _default_ledger(value: str | None) -> str:
 def _preload() -> threading.Thread:
     """Import the later stages' heavy libraries in a thread while Prefect starts its embedded API.
 
-    Great Expectations (validation) and matplotlib (the reports) take about two seconds to import,
+    Great Expectations (validation) takes about two seconds to import,
     inside the flow; the embedded API's start keeps this process waiting for several seconds first.
     A stage that imports one of them waits for the import under way (Python's per-module import
     lock); a failed preload costs nothing but the time it meant to save.
@@ -145,11 +145,9 @@ def _preload() -> threading.Thread:
             from dprelease.quality.validation import preload_great_expectations
 
             preload_great_expectations()
-            # With matplotlib, what Prefect imports only once the flow run is created (its parameters'
-            # encoder, its flow graphs): imported here while the embedded API boots, not after.
+            # What Prefect imports only once the flow run is created (its parameters' encoder, its flow
+            # graphs): imported here while the embedded API boots, not after.
             import fastapi.encoders  # noqa: F401
-            import matplotlib.backends.backend_agg
-            import matplotlib.figure  # noqa: F401
             import prefect.utilities.visualization  # noqa: F401
         except Exception:
             pass

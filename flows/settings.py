@@ -168,7 +168,7 @@ def exit_now(code: int) -> None:
     module's exit hooks and the join of every non-daemon thread (Prefect drains its queues of logs
     and events to the API there), then the ``atexit`` handlers (the embedded server is stopped,
     logging flushed). What is skipped is freeing every object and module one by one (Prefect, Great
-    Expectations, pandas, matplotlib): about a second on 2 cores, several on a loaded machine, spent
+    Expectations, pandas): about a second on 2 cores, several on a loaded machine, spent
     on nothing. Every file this command writes is closed by then (written through context
     managers), and the ledger commits each write.
     """
@@ -249,7 +249,7 @@ def client_needs_no_sql() -> bool:
 def hold_gc() -> None:
     """Pause Python's cyclic garbage collector while the command imports its libraries.
 
-    Importing Prefect, Great Expectations, pandas and matplotlib creates a few hundred thousand
+    Importing Prefect, Great Expectations and pandas creates a few hundred thousand
     long-lived objects; every full collection on the way scans all of them again (about a second of
     a release's CPU on 2 cores). Imports make next to no cyclic garbage. :func:`settle_gc` resumes.
     """

@@ -1,32 +1,22 @@
-"""The charts of the HTML reports, drawn with matplotlib's Agg backend and inlined as SVG."""
+"""The charts of the HTML reports, written as inline SVG (:mod:`reports.svg`): no plotting library.
+
+Each function returns one ``<svg>`` element sized for the page's content column (:data:`WIDTH`
+CSS pixels; the histograms are small multiples). Every function is pure: the same arguments give
+the same bytes.
+"""
 
 from __future__ import annotations
 
-import base64
-import io
-import math
-import re
-import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
 
 from dprelease.dp.errors import InternalError
 from dprelease.reports.audit_records import Lifetime, Measurement, StageBudget
-from dprelease.reports.html_parts import _esc, _num, _pct, _unit
+from dprelease.reports.html_parts import _num, _pct, _unit
+from dprelease.reports.svg import INK, MUTED, Axis, Svg, fit, nice_ticks, text_width, tick_label
 
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-    from matplotlib.typing import RcKeyType
+WIDTH = 998
+"""CSS pixels: the content width of the page."""
 
-# CSS pixels per inch, and device pixels per CSS pixel of the embedded PNGs (2 = sharp on HiDPI screens).
-_CSS_DPI = 96
-_SCALE = 2
-_WIDTH_IN = 10.4  # full-width charts: 998 CSS pixels, the content width of the page
-
-_INK = "#1f2937"
-_MUTED = "#6b7280"
-_GRID = "#e5e7eb"
 _ACCENT = "#0b5cad"
 # Okabe-Ito: distinguishable under the common colour-vision deficiencies.
 _STAGE_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999933", "#882255")
@@ -37,111 +27,11 @@ _WORSE = "#D55E00"
 _BETTER = "#009E73"
 _REAL = "#9ca3af"
 _SYNTH = "#0072B2"
+_MUTED = MUTED
 
-_RC: dict[RcKeyType, Any] = {
-    "font.family": "DejaVu Sans",  # shipped with matplotlib: the same glyphs on every machine
-    "font.size": 9.0,
-    "axes.titlesize": 10.0,
-    "axes.titleweight": "bold",
-    "axes.titlelocation": "left",
-    "axes.labelsize": 9.0,
-    "axes.edgecolor": "#9ca3af",
-    "axes.labelcolor": _INK,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "text.color": _INK,
-    "xtick.color": _INK,
-    "ytick.color": _INK,
-    "xtick.labelsize": 8.5,
-    "ytick.labelsize": 8.5,
-    "legend.fontsize": 8.5,
-    "figure.facecolor": "white",
-    "savefig.facecolor": "white",
-    "text.parse_math": False,  # a "$" in a column or query name is text, not mathtext
-    "text.usetex": False,
-    "svg.hashsalt": "dprelease",
-    "path.simplify": True,
-    "hatch.color": "#92400e",
-}
-
-
-
-# ------------------------------------------------------------------------------------------- charts
-
-
-def _chart(width_in: float, height_in: float, draw: Callable[[Figure], None], alt: str, *,
-           constrained: bool = True) -> str:
-    """Draw a figure with ``draw`` and return it as an ``<img>`` with a base64 PNG data URI.
-
-    Deterministic: fixed style, fixed DPI, exact figure size (no tight bbox), no ``Software`` tag
-    and no timestamp in the PNG. With ``constrained=False`` the figure keeps matplotlib's fixed
-    margins (``draw`` may adjust them), so small multiples get plot areas of one size.
-    """
-    return _charts([(width_in, height_in, draw, alt, constrained)])[0]
-
-
-ChartJob = tuple[float, float, "Callable[[Figure], None]", str, bool]
-"""The arguments of :func:`_chart`: width and height in inches, the drawing, the alt text, constrained layout."""
-
-
-def _charts(jobs: Sequence[ChartJob]) -> list[str]:
-    """:func:`_chart` of each job, in order, drawn two at a time (the same images as one by one).
-
-    Agg rasterises and zlib compresses PNGs partly without holding the GIL, so two threads draw a
-    page of small multiples sooner on 2 cores. Each figure has its own canvas and pyplot is never
-    used; the style (global rcParams) is set once around all of them, never per thread, and
-    matplotlib caches fonts per thread.
-    """
-    import matplotlib
-
-    with matplotlib.rc_context(_RC):
-        if len(jobs) < 2:
-            return [_render(*job) for job in jobs]
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="dprelease-chart") as pool:
-            return list(pool.map(lambda job: _render(*job), jobs))
-
-
-class PageCharts:
-    """The charts of one page, queued where they go and drawn together (two at a time) at the end.
-
-    Each queued chart leaves a mark in the page (with a random nonce: no text of the page can
-    forge one); :meth:`fill` draws every chart and puts each ``<img>`` in place of its mark.
-    """
-
-    def __init__(self) -> None:
-        self.jobs: list[ChartJob] = []
-        self.nonce = secrets.token_hex(8)
-
-    def later(self, job: ChartJob) -> str:
-        """Queue ``job``; returns the mark its ``<img>`` replaces."""
-        self.jobs.append(job)
-        return f"<!--chart {self.nonce} {len(self.jobs) - 1}-->"
-
-    def fill(self, sections: list[str]) -> list[str]:
-        """``sections`` with every mark replaced by its chart, in the order the charts were queued."""
-        drawn = _charts(self.jobs)
-        mark = re.compile(f"<!--chart {self.nonce} ([0-9]+)-->")
-        return [mark.sub(lambda m: drawn[int(m.group(1))], section) for section in sections]
-
-
-def _render(width_in: float, height_in: float, draw: Callable[[Figure], None], alt: str, constrained: bool) -> str:
-    """One chart as an ``<img>`` (the style already set by the caller)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width_in, height_in), dpi=_CSS_DPI, layout="constrained" if constrained else None)
-    FigureCanvasAgg(fig)
-    draw(fig)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=_CSS_DPI * _SCALE, metadata={"Software": None})
-    data = buffer.getvalue()
-    width = int.from_bytes(data[16:20], "big") // _SCALE  # IHDR width and height
-    height = int.from_bytes(data[20:24], "big") // _SCALE
-    encoded = base64.b64encode(data).decode("ascii")
-    return (f'<img class="chart" src="data:image/png;base64,{encoded}" width="{width}" height="{height}" '
-            f'alt="{_esc(alt)}">')
+_LABEL = 11.0  # font sizes in CSS pixels
+_SMALL = 10.0
+_MAX_LABEL = 330.0  # the widest row label, in pixels (longer ones are cut with an ellipsis)
 
 
 def _stage_colours(stages: Iterable[str]) -> dict[str, str]:
@@ -152,218 +42,243 @@ def _stage_colours(stages: Iterable[str]) -> dict[str, str]:
     return colours
 
 
-def _style_value_axis(ax: Axes, axis: Literal["x", "y"] = "x") -> None:
-    ax.grid(axis=axis, color=_GRID, linewidth=0.8)
-    ax.set_axisbelow(True)
-    ax.tick_params(length=0)
+def _left(labels: Iterable[str], size: float = _LABEL) -> float:
+    """The x where the plot starts: room for the widest row label (at most :data:`_MAX_LABEL`)."""
+    return 12 + min(_MAX_LABEL, max((text_width(label, size) for label in labels), default=0.0)) + 10
 
 
-def _draw_stage_budget(fig: Figure, stages: Sequence[StageBudget], release_total: float | None, unit: str,
-                       colours: Mapping[str, str]) -> None:
-    from matplotlib.patches import Patch
+def _row_label(svg: Svg, left: float, y: float, label: str, *, size: float = _LABEL, fill: str = INK,
+               bold: bool = False) -> None:
+    svg.text(left - 10, y, fit(label, size, _MAX_LABEL), size=size, anchor="end", fill=fill, bold=bold)
 
-    ax = fig.add_subplot()
-    names = [s.stage for s in stages]
+
+def stage_budget_chart(stages: Sequence[StageBudget], release_total: float | None, unit: str,
+                       colours: Mapping[str, str], alt: str) -> str:
+    """Booked loss per stage (bars) and the plan's allocation (dashed outlines), with shares of the release."""
+    row, top = 34.0, 30.0
+    left = _left(s.stage for s in stages)
+    bottom = top + row * len(stages)
+    svg = Svg(WIDTH, bottom + 46, alt)
     booked = [s.booked.value for s in stages]
     allocated = [None if s.allocated is None else s.allocated.value for s in stages]
-    ys = list(range(len(stages)))[::-1]
-    ax.barh(ys, booked, height=0.56, color=[colours[n] for n in names], zorder=2)
-    alloc_y = [y for y, a in zip(ys, allocated, strict=True) if a is not None]
-    alloc_x = [a for a in allocated if a is not None]
-    if alloc_x:
-        ax.barh(alloc_y, alloc_x, height=0.78, fill=False, edgecolor=_INK, linewidth=0.9, linestyle=(0, (3, 2)),
-                zorder=3)
-    top = max([*booked, *alloc_x, 0.0]) or 1.0
-    for y, b, a in zip(ys, booked, allocated, strict=True):
+    largest = max([*booked, *(a for a in allocated if a is not None), 0.0]) or 1.0
+    axis = Axis(0.0, largest * 1.75, left, WIDTH - 16)
+    axis.draw(svg, top, bottom, f"booked privacy loss ({_unit(unit)}, the ledger's unit)")
+    for i, (stage, b, a) in enumerate(zip(stages, booked, allocated, strict=True)):
+        y = top + row * (i + 0.5)
+        _row_label(svg, left, y, stage.stage)
+        svg.rect(axis(0), y - 0.28 * row, axis(b) - axis(0), 0.56 * row, colours[stage.stage])
+        if a is not None:
+            svg.rect(axis(0), y - 0.39 * row, axis(a) - axis(0), 0.78 * row, "none", stroke=INK, dash="3 2",
+                     stroke_width=0.9)
         share = f"  ·  {100 * b / release_total:.1f} % of the release budget" if release_total else ""
-        ax.text(max(b, a or 0.0) + top * 0.015, y, f"{_num(b, 4)} {_unit(unit)}{share}", va="center", fontsize=8.5,
-                color=_INK)
-    ax.set_yticks(ys, names)
-    ax.set_xlim(0, top * 1.75)
-    ax.set_ylim(-0.7, len(stages) - 0.3)
-    ax.set_xlabel(f"booked privacy loss ({_unit(unit)}, the ledger's unit)")
-    _style_value_axis(ax)
-    ax.spines["left"].set_visible(False)
-    handles = [Patch(facecolor=_MUTED, label="booked in the ledger")]
-    if alloc_x:
-        handles.append(Patch(fill=False, edgecolor=_INK, linestyle=(0, (3, 2)), label="allocated by the plan"))
-    fig.legend(handles=handles, loc="outside upper right", ncols=2, frameon=False)
+        svg.text(axis(max(b, a or 0.0)) + 6, y, f"{_num(b, 4)} {_unit(unit)}{share}", size=_SMALL)
+    entries = [("booked in the ledger", MUTED, "fill")]
+    if any(a is not None for a in allocated):
+        entries.append(("allocated by the plan", INK, "dashed"))
+    svg.legend(WIDTH - 8, 13, entries, anchor="end")
+    return svg.render()
 
 
-def _draw_lifetime(fig: Figure, life: Lifetime, unit: str, cap_label: str) -> None:
-    from matplotlib.patches import Patch
-
-    ax = fig.add_subplot()
+def lifetime_chart(life: Lifetime, unit: str, cap_label: str, alt: str) -> str:
+    """The dataset's lifetime budget as one stacked bar: earlier releases, this one, open ones, remaining."""
     cap = life.cap.value
-    before = life.spent_before.value
-    this = life.this_release.value
+    before, this = life.spent_before.value, life.this_release.value
     remaining = max(life.remaining_after.value, 0.0)
     other = max(cap - before - this - remaining, 0.0)
     if other <= cap * 1e-9:
         other = 0.0
-    segments = [("spent by earlier releases", before, _BEFORE, ""),
-                ("this release", this, _ACCENT, ""),
-                ("reserved by open releases", other, _OTHER, "//"),
-                ("remaining after this release", remaining, _REMAINING, "")]
-    left = 0.0
-    handles = []
-    for label, width, colour, hatch in segments:
-        if label == "reserved by open releases" and width == 0.0:
+    segments = [("spent by earlier releases", before, _BEFORE, "fill"), ("this release", this, _ACCENT, "fill"),
+                ("reserved by open releases", other, _OTHER, "hatched"),
+                ("remaining after this release", remaining, _REMAINING, "fill")]
+    top, bar = 28.0, 40.0
+    bottom = top + bar + 26
+    axis = Axis(0.0, cap or 1.0, 16, WIDTH - 16)
+    entries = [(f"{label}: {_num(width, 4)} {_unit(unit)} ({_pct(width, cap)})", colour, key)
+               for label, width, colour, key in segments if not (key == "hatched" and width == 0.0)]
+    probe = Svg(WIDTH, 0, alt)
+    legend_height = probe.legend_rows(WIDTH / 2, 0, entries, WIDTH - 40)
+    svg = Svg(WIDTH, bottom + 44 + legend_height, alt)
+    axis.draw(svg, top - 4, bottom, f"lifetime budget of the dataset ({_unit(unit)})")
+    start = 0.0
+    for _, width, colour, key in segments:
+        if key == "hatched" and width == 0.0:
             continue
-        ax.barh([0], [width], left=left, height=0.5, color=colour, edgecolor="white", linewidth=1.0,
-                hatch=hatch or None, zorder=2)
+        svg.rect(axis(start), top, axis(start + width) - axis(start), bar, colour, stroke="#fff")
+        if key == "hatched":
+            for k in range(int((axis(start + width) - axis(start)) // 8)):
+                x = axis(start) + 8 * k
+                svg.line(x, top + bar, x + 8, top, "#92400e", width=0.6)
         if cap and width / cap > 0.09:
-            ax.text(left + width / 2, 0, f"{100 * width / cap:.1f} %", ha="center", va="center", fontsize=8.5,
-                    color="white" if colour in (_ACCENT, _BEFORE) else _INK, zorder=3)
-        handles.append(Patch(facecolor=colour, hatch=hatch or None, edgecolor="white",
-                             label=f"{label}: {_num(width, 4)} {_unit(unit)} ({_pct(width, cap)})"))
-        left += width
-    ax.axvline(cap, color=_INK, linewidth=1.6, zorder=4)
-    ax.text(cap, 0.42, f"lifetime cap {cap_label}", ha="right", va="bottom", fontsize=8.5, weight="bold")
+            svg.text((axis(start) + axis(start + width)) / 2, top + bar / 2, f"{100 * width / cap:.1f} %",
+                     size=_LABEL, anchor="middle", fill="#fff" if colour in (_ACCENT, _BEFORE) else INK)
+        start += width
+    svg.line(axis(cap), top - 6, axis(cap), top + bar + 6, INK, width=1.6)
+    svg.text(axis(cap), top - 14, f"lifetime cap {cap_label}", size=_LABEL, anchor="end", bold=True)
     release_cap = None if life.per_release_cap is None else life.per_release_cap.value
-    if release_cap is not None and cap:
-        x = before + release_cap
-        if x <= cap:
-            ax.plot([x, x], [-0.36, 0.36], color=_INK, linewidth=1.1, linestyle=(0, (3, 2)), zorder=4)
-            ax.text(x, -0.42, f"per-release cap: {_num(release_cap, 4)} {_unit(unit)}",
-                    ha="left" if x < cap * 0.6 else "right", va="top", fontsize=8, color=_MUTED)
-    ax.set_xlim(0, cap * 1.0 if cap else 1.0)
-    ax.set_ylim(-0.75, 0.75)
-    ax.set_yticks([])
-    ax.spines["left"].set_visible(False)
-    ax.set_xlabel(f"lifetime budget of the dataset ({_unit(unit)})")
-    _style_value_axis(ax)
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), frameon=False)
+    if release_cap is not None and cap and before + release_cap <= cap:
+        x = axis(before + release_cap)
+        svg.line(x, top - 2, x, top + bar + 2, INK, width=1.1, dash="3 2")
+        svg.text(x, top + bar + 13, f"per-release cap: {_num(release_cap, 4)} {_unit(unit)}", size=_SMALL,
+                 anchor="start" if before + release_cap < cap * 0.6 else "end", fill=MUTED)
+    svg.legend_rows(WIDTH / 2, bottom + 50, entries, WIDTH - 40)
+    return svg.render()
 
 
-def _draw_noise(fig: Figure, rows: Sequence[Measurement], colours: Mapping[str, str]) -> None:
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-    from matplotlib.ticker import MaxNLocator
-
-    ax = fig.add_subplot()
-    labels: list[str] = []
-    positions: list[float] = []
-    headers: list[int] = []
-    stage_of: list[str] = []
-    y = 0.0
+def noise_chart(rows: Sequence[Measurement], colours: Mapping[str, str], alt: str) -> str:
+    """Per measurement, ±1 noise standard deviation (bar) and the noise's 95 % interval, grouped by stage."""
+    row, top = 19.0, 30.0
+    placed: list[tuple[float, Measurement | None, str]] = []  # (y, measurement or a stage header, stage)
+    y = top
     current: str | None = None
-    plotted: list[tuple[float, str, float, float | None]] = []
     for m in rows:
-        stage = m.stage
-        if stage != current:
-            if current is not None:
-                y += 0.6
-            headers.append(len(labels))
-            labels.append(stage)
-            positions.append(y)
-            stage_of.append(stage)
-            y += 1.0
-            current = stage
-        labels.append(m.query)
-        positions.append(y)
-        stage_of.append(stage)
         if m.noise_std is None:
-            raise InternalError("_draw_noise: a measurement without noise_std cannot be charted")
-        plotted.append((y, stage, float(m.noise_std), None if m.ci95_halfwidth is None else float(m.ci95_halfwidth)))
-        y += 1.0
-    widest = max(float(ci or std) for _, _, std, ci in plotted)
-    for yy, stage, std, ci in plotted:
-        colour = colours[stage]
-        ax.barh([yy], [2 * std], left=-std, height=0.55, color=colour, alpha=0.9, zorder=2)
-        if ci is not None:
-            ax.errorbar([0.0], [yy], xerr=[ci], fmt="none", ecolor=_INK, elinewidth=1.0, capsize=3, zorder=3)
-        note = f"σ {_num(std, 4)}" + (f"   95 % ±{_num(ci, 4)}" if ci is not None else "")
-        ax.text(widest * 1.06, yy, note, va="center", fontsize=7.5, color=_MUTED)
-    ax.axvline(0, color=_INK, linewidth=0.6, zorder=1)
-    ax.set_yticks(positions, labels)
-    for index in headers:
-        tick = ax.get_yticklabels()[index]
-        tick.set_fontweight("bold")
-        tick.set_color(colours[stage_of[index]])
-    ax.set_ylim(y - 0.4, -0.6)
-    ax.set_xlim(-widest * 1.08, widest * 1.55)
-    # Ticks, grid and axis line only under the error bars, not under the annotations on the right.
-    ticks = [t for t in MaxNLocator(nbins=6, symmetric=True).tick_values(-widest, widest) if abs(t) <= widest * 1.08]
-    ax.set_xticks(ticks)
-    ax.spines["bottom"].set_bounds(-widest * 1.08, widest * 1.08)
-    ax.set_xlabel("noise added to each released cell (counts)")
-    _style_value_axis(ax)
-    ax.spines["left"].set_visible(False)
-    handles = [Patch(facecolor=_MUTED, label="±1 noise standard deviation"),
-               Line2D([], [], color=_INK, marker="|", markersize=8, linewidth=1.0, label="95 % interval of the noise")]
-    fig.legend(handles=handles, loc="outside upper center", ncols=2, frameon=False)
+            raise InternalError("noise_chart: a measurement without noise_std cannot be charted")
+        if m.stage != current:
+            y += 0.6 * row if current is not None else 0.0
+            placed.append((y + row / 2, None, m.stage))
+            y += row
+            current = m.stage
+        placed.append((y + row / 2, m, m.stage))
+        y += row
+    bottom = y + 4
+    left = _left([item.query if item is not None else stage for _, item, stage in placed], _SMALL)
+    widest = max(float(m.ci95_halfwidth or m.noise_std or 0.0) for m in rows) or 1.0
+    axis = Axis(-widest * 1.08, widest * 1.08, left, WIDTH - 200)
+    svg = Svg(WIDTH, bottom + 46, alt)
+    ticks = [t for t in nice_ticks(-widest, widest, 6) if abs(t) <= widest * 1.08]
+    axis.draw(svg, top, bottom, "noise added to each released cell (counts)", ticks)
+    svg.line(axis(0), top, axis(0), bottom, INK, width=0.6)
+    for yy, item, stage in placed:
+        if item is None:
+            _row_label(svg, left, yy, stage, size=_SMALL, fill=colours[stage], bold=True)
+            continue
+        _row_label(svg, left, yy, item.query, size=_SMALL)
+        std = float(item.noise_std or 0.0)
+        svg.rect(axis(-std), yy - 0.275 * row, axis(std) - axis(-std), 0.55 * row, colours[stage], opacity=0.9)
+        note = f"σ {_num(std, 4)}"
+        if item.ci95_halfwidth is not None:
+            ci = float(item.ci95_halfwidth)
+            svg.line(axis(-ci), yy, axis(ci), yy, INK)
+            for x in (axis(-ci), axis(ci)):
+                svg.line(x, yy - 4, x, yy + 4, INK)
+            note += f"   95 % ±{_num(ci, 4)}"
+        svg.text(WIDTH - 190, yy, note, size=9.5, fill=MUTED)
+    svg.legend(WIDTH / 2, 13, [("±1 noise standard deviation", MUTED, "fill"),
+                               ("95 % interval of the noise", INK, "interval")], anchor="middle")
+    return svg.render()
 
 
-def _draw_hbars(fig: Figure, names: Sequence[str], values: Sequence[float], colours: Sequence[str], *,
-                mean: float | None, mean_label: str, xlabel: str) -> None:
-    ax = fig.add_subplot()
-    ys = list(range(len(names)))
-    ax.barh(ys, values, height=0.62, color=list(colours), zorder=2)
-    top = max([*values, mean or 0.0, 1e-9])
-    for yy, v in zip(ys, values, strict=True):
-        ax.text(v + top * 0.012, yy, _num(v, 3), va="center", fontsize=7.5, color=_MUTED)
+def _bars(svg: Svg, placed: Sequence[tuple[float, str, float, str]], row: float, left: float, top: float,
+          bottom: float, mean: float | None, mean_label: str, xlabel: str) -> None:
+    """Horizontal bars at (y, label, value, colour) with their values, an axis and a dashed mean line."""
+    largest = max([*(v for _, _, v, _ in placed), mean or 0.0, 1e-9])
+    axis = Axis(0.0, largest * 1.15, left, WIDTH - 16)
+    axis.draw(svg, top, bottom, xlabel)
+    for y, label, value, colour in placed:
+        _row_label(svg, left, y, label, size=_SMALL)
+        svg.rect(axis(0), y - 0.31 * row, axis(value) - axis(0), 0.62 * row, colour)
+        svg.text(axis(value) + 4, y, _num(value, 3), size=9.5, fill=MUTED)
     if mean is not None:
-        ax.axvline(mean, color=_INK, linewidth=1.0, linestyle=(0, (4, 2)), zorder=3)
-        ax.text(mean, -0.9, f" {mean_label} {_num(mean, 3)}", fontsize=8, va="bottom", ha="left", color=_INK)
-    ax.set_yticks(ys, list(names))
-    ax.set_ylim(len(names) - 0.4, -1.1)
-    ax.set_xlim(0, top * 1.15)
-    ax.set_xlabel(xlabel)
-    _style_value_axis(ax)
-    ax.spines["left"].set_visible(False)
+        svg.line(axis(mean), top - 6, axis(mean), bottom, INK, dash="4 2")
+        svg.text(axis(mean) + 4, top - 10, f"{mean_label} {_num(mean, 3)}", size=_SMALL)
 
 
-def _draw_pairs(fig: Figure, worst: Sequence[tuple[str, float]], best: Sequence[tuple[str, float]],
-                mean: float | None, measured: Callable[[str], bool]) -> None:
-    ax = fig.add_subplot()
-    names: list[str] = []
-    values: list[float] = []
-    colours: list[str] = []
-    ys: list[float] = []
-    y = 0.0
+def hbars_chart(names: Sequence[str], values: Sequence[float], colours: Sequence[str], *, mean: float | None,
+                mean_label: str, xlabel: str, alt: str) -> str:
+    """One bar per name, in the order given, with a dashed line at ``mean``."""
+    row, top = 22.0, 26.0
+    placed = [(top + row * (i + 0.5), n, float(v), c) for i, (n, v, c) in enumerate(zip(names, values, colours,
+                                                                                           strict=True))]
+    bottom = top + row * len(names)
+    svg = Svg(WIDTH, bottom + 46, alt)
+    _bars(svg, placed, row, _left(names, _SMALL), top, bottom, mean, mean_label, xlabel)
+    return svg.render()
+
+
+def pairs_chart(worst: Sequence[tuple[str, float]], best: Sequence[tuple[str, float]], mean: float | None,
+                measured: Callable[[str], bool], alt: str) -> str:
+    """The worst and the best pairs by TVD (● marks a measured pair), with the mean 2-way TVD."""
+    row, top = 22.0, 44.0
+    placed: list[tuple[float, str, float, str]] = []
+    y = top
     for group, colour in ((worst, _WORSE), (best, _BETTER)):
-        for name, v in group:
-            names.append(name.replace("|", " × ") + ("  ●" if measured(name) else ""))
-            values.append(v)
-            colours.append(colour)
-            ys.append(y)
-            y += 1.0
-        y += 0.7
-    ax.barh(ys, values, height=0.62, color=colours, zorder=2)
-    top = max([*values, mean or 0.0, 1e-9])
-    for yy, v in zip(ys, values, strict=True):
-        ax.text(v + top * 0.012, yy, _num(v, 3), va="center", fontsize=7.5, color=_MUTED)
-    if mean is not None:
-        ax.axvline(mean, color=_INK, linewidth=1.0, linestyle=(0, (4, 2)), zorder=3)
-        ax.text(mean, -0.9, f" mean 2-way TVD {_num(mean, 3)}", fontsize=8, va="bottom", ha="left")
-    ax.set_yticks(ys, names)
-    ax.set_ylim(y - 0.9, -1.1)
-    ax.set_xlim(0, top * 1.15)
-    ax.set_xlabel("total variation distance, real vs synthetic (0 = identical, 1 = disjoint)")
-    _style_value_axis(ax)
-    ax.spines["left"].set_visible(False)
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color=_WORSE, label=f"worst {len(worst)}"), Patch(color=_BETTER, label=f"best {len(best)}")]
-    fig.legend(handles=handles, loc="outside upper center", ncols=2, frameon=False)
+        for name, value in group:
+            placed.append((y + row / 2, name.replace("|", " × ") + ("  ●" if measured(name) else ""), value,
+                           colour))
+            y += row
+        y += 0.7 * row
+    bottom = y - 0.7 * row
+    svg = Svg(WIDTH, bottom + 46, alt)
+    _bars(svg, placed, row, _left([label for _, label, _, _ in placed], _SMALL), top, bottom, mean,
+          "mean 2-way TVD", "total variation distance, real vs synthetic (0 = identical, 1 = disjoint)")
+    svg.legend(WIDTH / 2, 11, [(f"worst {len(worst)}", _WORSE, "fill"), (f"best {len(best)}", _BETTER, "fill")],
+               anchor="middle")
+    return svg.render()
 
 
-def _draw_histogram(fig: Figure, column: str, labels: Sequence[str], real: Sequence[float],
-                    synthetic: Sequence[float], tvd: float | None) -> None:
-    ax = fig.add_subplot()
-    n = len(labels)
-    xs = list(range(n))
-    width = 0.42 if n <= 40 else 0.5
-    ax.bar([x - width / 2 for x in xs], real, width=width, color=_REAL, label="real", zorder=2)
-    ax.bar([x + width / 2 for x in xs], synthetic, width=width, color=_SYNTH, label="synthetic", zorder=2)
+def histogram_chart(column: str, labels: Sequence[str], real: Sequence[float], synthetic: Sequence[float],
+                    tvd: float | None, alt: str) -> str:
+    """A small multiple: real and synthetic relative frequencies of one column, side by side per label."""
+    width, height = 322.0, 221.0
+    left, right, top, bottom = 44.0, width - 8, 28.0, height - 64
+    svg = Svg(width, height, alt)
     title = column if tvd is None else f"{column}  ·  TVD {_num(tvd, 3)}"
-    ax.set_title(title, fontsize=9.5)
-    step = max(1, math.ceil(n / 8))
-    ticks = xs[::step]
-    short = [label if len(label) <= 14 else label[:13] + "…" for label in labels]
-    ax.set_xticks(ticks, [short[i] for i in ticks], rotation=35, ha="right", rotation_mode="anchor", fontsize=7)
-    ax.tick_params(axis="y", labelsize=7)
-    fig.subplots_adjust(left=0.15, right=0.97, top=0.87, bottom=0.3)
-    ax.set_xlim(-0.7, n - 0.3)
-    _style_value_axis(ax, "y")
+    svg.text(6, 11, fit(title, 11.5, width - 12), size=11.5, bold=True)
+    largest = max([*real, *synthetic, 1e-9])
+    ticks = nice_ticks(0.0, largest, 4)
+    high = max(ticks[-1], largest)
+
+    def y_of(value: float) -> float:
+        return bottom - value / high * (bottom - top)
+    for value in ticks:
+        svg.line(left, y_of(value), right, y_of(value), "#e5e7eb", width=0.8)
+        svg.text(left - 4, y_of(value), tick_label(value, ticks), size=8.5, anchor="end")
+    n = len(labels)
+    slot = (right - left) / max(n, 1)
+    bar = slot * (0.42 if n <= 40 else 0.5)
+    for i, (r, s) in enumerate(zip(real, synthetic, strict=True)):
+        centre = left + slot * (i + 0.5)
+        svg.rect(centre - bar, y_of(r), bar, bottom - y_of(r), _REAL)
+        svg.rect(centre, y_of(s), bar, bottom - y_of(s), _SYNTH)
+    svg.line(left, bottom, right, bottom, "#9ca3af", width=0.8)
+    step = max(1, -(-n // 8))
+    for i in range(0, n, step):
+        label = labels[i] if len(labels[i]) <= 14 else labels[i][:13] + "…"
+        svg.text(left + slot * (i + 0.5), bottom + 8, label, size=8.5, anchor="end", rotate=-35)
+    return svg.render()
+
+
+def intervals_chart(panels: Sequence[tuple[str, Sequence[tuple[str, float, float | None, float | None, bool]]]],
+                    alt: str) -> str:
+    """One panel per subject: per group, an estimate and its 95 % interval (quantiles drawn as ticks).
+
+    Each row of a panel is (group, estimate, low, high, is_quantile).
+    """
+    row, title, axis_room = 24.0, 26.0, 28.0
+    left = _left([group for _, rows in panels for group, *_ in rows])
+    height = sum(title + row * len(dict.fromkeys(g for g, *_ in rows)) + axis_room for _, rows in panels)
+    svg = Svg(WIDTH, height + 6, alt)
+    y = 0.0
+    for subject, rows in panels:
+        groups = list(dict.fromkeys(group for group, *_ in rows))
+        values = [v for _, estimate, low, high, _ in rows for v in (estimate, low, high) if v is not None]
+        low_all, high_all = min(values), max(values)
+        pad = (high_all - low_all) * 0.05 or abs(high_all) * 0.05 or 1.0
+        axis = Axis(low_all - pad, high_all + pad, left, WIDTH - 16)
+        svg.text(8, y + 12, fit(subject, 12, WIDTH - 16), size=12, bold=True)
+        top, bottom = y + title, y + title + row * len(groups)
+        axis.draw(svg, top, bottom, "")
+        for group in groups:
+            _row_label(svg, left, top + row * (groups.index(group) + 0.5), group)
+        for group, estimate, low, high, quantile in rows:
+            yy = top + row * (groups.index(group) + 0.5)
+            colour = MUTED if quantile else _ACCENT
+            if low is not None and high is not None:
+                svg.line(axis(low), yy, axis(high), yy, colour, width=1.0 if quantile else 2.2)
+            if quantile:
+                svg.line(axis(estimate), yy - 6, axis(estimate), yy + 6, colour, width=1.6)
+            else:
+                svg.circle(axis(estimate), yy, 3.5, colour)
+        y = bottom + axis_room
+    return svg.render()

@@ -3,17 +3,13 @@
 :func:`render_html` is a pure function of the :class:`reports.audit_records.Audit` that
 :func:`reports.audit.build_audit` assembles: the same audit
 gives the same bytes, so re-running a release reproduces its public files exactly. The page needs no
-network when opened: the CSS is inline, there is no script, and the charts are PNG images embedded
-as ``data:`` URIs; a Content-Security-Policy meta tag forbids any other resource. Every string from
+network when opened: the CSS is inline, there is no script, and the charts are inline SVG markup
+(:mod:`reports.charts`); a Content-Security-Policy meta tag forbids every resource. Every string from
 the audit is escaped with :func:`html.escape`.
 
 :func:`render_internal_html` renders the TVD yardstick of ``internal/utility.json``, which compares
 the synthetic table with the real one: it is for the data steward and must never be published.
 
-Charts are drawn with matplotlib's Agg canvas (no pyplot, no global figure state) under a fixed
-style, with the PNG ``Software`` tag removed and no timestamp written, so identical inputs give
-identical PNG bytes. matplotlib is imported inside the functions that draw: importing this module
-stays cheap.
 """
 
 from __future__ import annotations
@@ -23,12 +19,10 @@ from collections.abc import Mapping
 from dprelease.reports.audit_records import AUDIT_FORMAT, Amount, Audit, Measurement
 from dprelease.reports.charts import (
     _MUTED,
-    _WIDTH_IN,
-    PageCharts,
-    _draw_lifetime,
-    _draw_noise,
-    _draw_stage_budget,
     _stage_colours,
+    lifetime_chart,
+    noise_chart,
+    stage_budget_chart,
 )
 from dprelease.reports.html_parts import (
     _amount,
@@ -82,7 +76,7 @@ p.lead{color:#374151;margin-top:0}
 p.small,.small{font-size:13px;color:var(--muted)}
 code{font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;background:#f1f5f9;
 padding:1px 5px;border-radius:4px;overflow-wrap:anywhere}
-img.chart{display:block;max-width:100%;height:auto;margin:10px 0 6px}
+svg.chart{display:block;max-width:100%;height:auto;margin:10px 0 6px}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-size:13.5px;margin:8px 0 4px;font-variant-numeric:tabular-nums}
 th{text-align:left;font-weight:600;color:#374151;background:var(--soft);border-bottom:2px solid var(--line);
@@ -112,13 +106,13 @@ details .exact{font:12px/1.5 ui-monospace,Menlo,Consolas,monospace;overflow-wrap
 .amt{border-bottom:1px dotted #9ca3af;cursor:help}
 .same{color:var(--muted);font-size:12px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:10px}
-.grid img.chart{margin:0}
+.grid svg.chart{margin:0}
 footer{color:var(--muted);font-size:12.5px;padding:14px 36px}
 @media print{body{background:#fff}section{break-inside:avoid;border:0;margin:0}nav.toc{display:none}
 header.top,.banner{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
 """.strip()
 
-_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 
 def _page(title: str, body: str) -> str:
@@ -183,18 +177,16 @@ def _protection(audit: Audit) -> str:
                     "The guarantee below covers every file of this release; it is stated for one privacy unit.")
 
 
-def _stage_section(audit: Audit, colours: Mapping[str, str], charts: PageCharts) -> str:
+def _stage_section(audit: Audit, colours: Mapping[str, str]) -> str:
     budget = audit.budget
     unit = budget.unit
     stages = budget.stages
     release_total = budget.reserved.value
     parts = []
     if stages:
-        chart = charts.later((_WIDTH_IN, 0.75 + 0.5 * len(stages),
-                              lambda fig: _draw_stage_budget(fig, stages, release_total, unit, colours),
-                              f"Bar chart of the privacy loss booked by each stage, in {unit}, and its share of the "
-                              "release budget.", True))
-        parts.append(chart)
+        parts.append(stage_budget_chart(stages, release_total, unit, colours,
+                                        f"Bar chart of the privacy loss booked by each stage, in {unit}, and its "
+                                        "share of the release budget."))
     rows = []
     for s in stages:
         rows.append([
@@ -221,7 +213,7 @@ def _stage_section(audit: Audit, colours: Mapping[str, str], charts: PageCharts)
     return _section("budget", "Budget allocation by stage", "".join(parts), lead)
 
 
-def _lifetime_section(audit: Audit, charts: PageCharts) -> str:
+def _lifetime_section(audit: Audit) -> str:
     life = audit.lifetime
     unit = life.unit
     u = _unit(unit)
@@ -232,12 +224,9 @@ def _lifetime_section(audit: Audit, charts: PageCharts) -> str:
         cap_label += f" (ε = {_num(conv.epsilon.value)}, δ = {_short(conv.delta)})"
     parts = []
     if cap:
-        has_other = (cap - life.spent_before.value - life.this_release.value
-                     - max(life.remaining_after.value, 0.0)) > cap * 1e-9
-        height = 2.35 if has_other else 2.05
-        parts.append(charts.later((_WIDTH_IN, height, lambda fig: _draw_lifetime(fig, life, unit, cap_label),
-                                   f"Stacked bar of the dataset's lifetime budget in {unit}: spent by earlier "
-                                   "releases, spent by this release, and remaining, against the cap.", True)))
+        parts.append(lifetime_chart(life, unit, cap_label,
+                                    f"Stacked bar of the dataset's lifetime budget in {unit}: spent by earlier "
+                                    "releases, spent by this release, and remaining, against the cap."))
     rows = [["lifetime cap", _amount(life.cap, unit), "100 %"],
             ["spent by earlier releases", _amount(life.spent_before, unit),
              _esc(_pct(life.spent_before.value, cap))],
@@ -268,7 +257,7 @@ def _native_text(m: Measurement) -> str:
     return f"{_esc(_unit(native.unit))} {_amount(native.amount, native.unit)}"
 
 
-def _measurement_section(audit: Audit, colours: Mapping[str, str], charts: PageCharts) -> str:
+def _measurement_section(audit: Audit, colours: Mapping[str, str]) -> str:
     unit = audit.budget.unit
     u = _unit(unit)
     measurements = audit.measurements
@@ -278,11 +267,9 @@ def _measurement_section(audit: Audit, colours: Mapping[str, str], charts: PageC
     noisy = [m for m in ordered if m.noise_std is not None]
     parts = []
     if noisy:
-        groups = len({m.stage for m in noisy})
-        height = 0.95 + 0.19 * (len(noisy) + 1.6 * groups)
-        parts.append(charts.later((_WIDTH_IN, height, lambda fig: _draw_noise(fig, noisy, colours),
-                                   "Error bars of the noise on each released cell, per measurement, grouped by "
-                                   "stage: one noise standard deviation and the 95 % interval.", True)))
+        parts.append(noise_chart(noisy, colours, "Error bars of the noise on each released cell, per measurement, "
+                                                 "grouped by stage: one noise standard deviation and the 95 % "
+                                                 "interval."))
     silent = [m for m in ordered if m.noise_std is None]
     if silent:
         names = sorted({m.mechanism for m in silent})
@@ -440,15 +427,14 @@ def render_html(audit: Audit) -> str:
            + '<a href="#bounds">Private choices</a><a href="#inputs">Public inputs</a>'
            '<a href="#post">Post-processing</a><a href="#provenance">Provenance</a>'
            '<a href="#limitations">Limitations</a></nav>')
-    charts = PageCharts()  # the page's charts, drawn together (two at a time) once the page is laid out
-    body = "\n".join(charts.fill([
+    body = "\n".join([
         _header(audit, "Privacy audit report"),
         _cards(audit),
         toc,
         _protection(audit),
-        _stage_section(audit, colours, charts),
-        _lifetime_section(audit, charts),
-        _measurement_section(audit, colours, charts),
+        _stage_section(audit, colours),
+        _lifetime_section(audit),
+        _measurement_section(audit, colours),
         html_section(audit.statistics, audit.budget.unit),
         _bounds_section(audit),
         _public_inputs_section(audit),
@@ -457,6 +443,6 @@ def render_html(audit: Audit) -> str:
         _limitations_section(audit),
         f'<footer>Format {_code(AUDIT_FORMAT)}. This page is a rendering of <code>audit.json</code>, '
         "which is authoritative; it contains no row-level data and no count derived from the raw table.</footer>",
-    ]))
+    ])
     title = f"Privacy audit: {audit.dataset} release {audit.release_id}"
     return _page(title, body)

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from dprelease.reports.audit_records import Audit
-from dprelease.reports.charts import (
-    _REAL,
-    _SYNTH,
-    _WIDTH_IN,
-    PageCharts,
-    _draw_hbars,
-    _draw_histogram,
-    _draw_pairs,
-)
+from dprelease.reports.charts import _REAL, _SYNTH, hbars_chart, histogram_chart, pairs_chart
 from dprelease.reports.html import _header, _page
 from dprelease.reports.html_parts import _card, _code, _esc, _num, _pct, _section, _table
 
@@ -76,17 +67,15 @@ def render_internal_html(
                   f"{_esc(evaluated.get('synthetic_rows_evaluated'))} of {_esc(evaluated.get('synthetic_rows'))} "
                   "synthetic rows, chosen uniformly at random (real rows by the secure source).</p>")
     sections = []
-    charts = PageCharts()
     explain = ("Total variation distance between the real and the synthetic distribution of each marginal: "
                "½ Σ |p − q|, 0 when identical, 1 when disjoint. Numeric columns are binned.")
     one = {str(k): float(v) for k, v in utility.get("one_way", {}).items()}
     if one:
         ordered = sorted(one.items(), key=lambda kv: (-kv[1], kv[0]))
-        chart = charts.later((_WIDTH_IN, 0.85 + 0.24 * len(ordered),
-                              partial(_draw_hbars, names=[k for k, _ in ordered], values=[v for _, v in ordered],
-                                      colours=[_SYNTH] * len(ordered), mean=None if tvd1 is None else float(tvd1),
-                                      mean_label="mean", xlabel="total variation distance, real vs synthetic"),
-                              "Bar chart of the 1-way TVD of each column, worst first.", True))
+        chart = hbars_chart([k for k, _ in ordered], [v for _, v in ordered], [_SYNTH] * len(ordered),
+                            mean=None if tvd1 is None else float(tvd1), mean_label="mean",
+                            xlabel="total variation distance, real vs synthetic",
+                            alt="Bar chart of the 1-way TVD of each column, worst first.")
         table = _table(["column", "TVD"], [[_code(k), _esc(_num(v, 4))] for k, v in ordered], cls="num")
         sections.append(_section("one-way", "1-way marginals", chart + f"<details><summary>Table</summary>{table}"
                                  "</details>", _esc(explain)))
@@ -96,10 +85,8 @@ def render_internal_html(
         k = min(5, len(ranked) // 2) if len(ranked) > 1 else len(ranked)
         worst = ranked[:k]
         best = ranked[::-1][: min(5, len(ranked) - k)]
-        chart = charts.later((_WIDTH_IN, 1.2 + 0.26 * (len(worst) + len(best) + 1),
-                              partial(_draw_pairs, worst=worst, best=best, mean=None if tvd2 is None else float(tvd2),
-                                      measured=measured),
-                              "Bar chart of the worst and best 2-way marginals by TVD.", True))
+        chart = pairs_chart(worst, best, None if tvd2 is None else float(tvd2), measured,
+                            "Bar chart of the worst and best 2-way marginals by TVD.")
         rows = [[_esc(label), _code(name.replace("|", " × ")), "yes" if measured(name) else "no", _esc(_num(v, 4))]
                 for label, group in (("worst", worst), ("best", best)) for name, v in group]
         lead = (f"{len(two)} pairs scored. ● marks a pair that was measured (a 2-way marginal of the release); the "
@@ -115,16 +102,13 @@ def render_internal_html(
             if not labels or len(real) != len(labels) or len(synthetic) != len(labels):
                 continue
             tvd = one.get(str(column))
-            draw = partial(_draw_histogram, column=str(column), labels=labels, real=real, synthetic=synthetic,
-                           tvd=tvd)
-            figures.append(charts.later((3.35, 2.3, draw,
-                                         f"Histogram of {column}: real and synthetic relative frequencies.", False)))
+            figures.append(histogram_chart(str(column), labels, real, synthetic, tvd,
+                                           f"Histogram of {column}: real and synthetic relative frequencies."))
         key = (f'<p class="small"><span class="swatch" style="background:{_REAL}"></span>real '
                f'<span class="swatch" style="background:{_SYNTH};margin-left:12px"></span>synthetic '
                "(relative frequencies)</p>")
         sections.append(_section("histograms", "Real vs synthetic, per column",
                                  key + '<div class="grid">' + "".join(figures) + "</div>"))
-    sections = charts.fill(sections)
     if statistics:
         sections.append(_statistics_section(statistics, utility.get("evaluated") or {}))
     if callable(risk):

@@ -9,17 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dprelease.reports.audit_records import PublishedStatistic
-from dprelease.reports.charts import _ACCENT, _MUTED, _WIDTH_IN, _chart, _style_value_axis
+from dprelease.reports.charts import intervals_chart
 from dprelease.reports.html_parts import _code, _esc, _section, _table, _unit
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 STATISTICS_FILE = "statistics/statistics.json"
 """Where the statistics are published, relative to the release folder."""
@@ -170,22 +167,10 @@ def _plotted(rows: Sequence[PublishedStatistic]) -> dict[str, list[PublishedStat
     return panels
 
 
-def _draw(fig: Figure, panels: Mapping[str, Sequence[PublishedStatistic]]) -> None:
-    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
-    for ax, (subject, rows) in zip(axes, panels.items(), strict=True):
-        groups = list(dict.fromkeys(row.group or "all rows" for row in rows))
-        for row in rows:
-            y = groups.index(row.group or "all rows")
-            quantile = row.level is not None
-            colour, marker = (_MUTED, "|") if quantile else (_ACCENT, "o")
-            if row.low95 is not None and row.high95 is not None:
-                ax.plot([row.low95, row.high95], [y, y], color=colour, linewidth=1.0 if quantile else 2.2,
-                        solid_capstyle="butt", zorder=2)
-            ax.plot([row.estimate], [y], marker=marker, color=colour, markersize=9 if quantile else 5, zorder=3)
-        ax.set_yticks(range(len(groups)), groups)
-        ax.set_ylim(len(groups) - 0.5, -0.5)
-        ax.set_title(subject, loc="left", fontsize=9)
-        _style_value_axis(ax)
+def _panel_rows(rows: Sequence[PublishedStatistic]) -> list[tuple[str, float, float | None, float | None, bool]]:
+    """The rows of one subject's panel: (group, estimate, low, high, is a quantile)."""
+    return [(row.group or "all rows", float(row.estimate), row.low95, row.high95, row.level is not None)
+            for row in rows if row.estimate is not None]
 
 
 def html_section(rows: Sequence[PublishedStatistic], unit: str) -> str:
@@ -195,9 +180,8 @@ def html_section(rows: Sequence[PublishedStatistic], unit: str) -> str:
     panels = _plotted(rows)
     chart = ""
     if panels:
-        height = sum(0.75 + 0.3 * len({r.group for r in p}) for p in panels.values())
-        chart = _chart(_WIDTH_IN, height, lambda fig: _draw(fig, panels),
-                       "The published means, quantiles and functions with their 95 % noise intervals")
+        chart = intervals_chart([(subject, _panel_rows(rows)) for subject, rows in panels.items()],
+                                "The published means, quantiles and functions with their 95 % noise intervals")
 
     bias = _has_bias(rows)
     table = _table(["of", "statistic", "estimate", "95 % interval", "mechanism", "bounds", _esc(_unit(unit)),

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import base64
 import copy
 import html
 import json
@@ -30,8 +29,7 @@ FIXTURE = Path(__file__).parent / "data" / "audit_adult.json"  # audit.json of a
 
 PUBLIC_SECTIONS = ("protection", "budget", "lifetime", "measurements", "bounds", "inputs", "post", "provenance",
                    "limitations")
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-DATA_URI = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+CHART = re.compile(r'<svg class="chart" role="img" aria-label="[^"]+" .*?</svg>', re.S)
 
 
 def _audit_for(plan: ReleasePlan, spec_path: Path) -> dict:
@@ -101,8 +99,9 @@ def utility(zcdp_audit) -> dict:
     }
 
 
-def _images(page: str) -> list[bytes]:
-    return [base64.b64decode(data) for data in DATA_URI.findall(page)]
+def _images(page: str) -> list[str]:
+    """The page's charts: inline ``<svg>`` elements with their alt text."""
+    return CHART.findall(page)
 
 
 def _assert_self_contained(page: str) -> None:
@@ -111,13 +110,14 @@ def _assert_self_contained(page: str) -> None:
     assert not re.search(r"<(link|iframe|object|embed|frame|base)\b", page, re.I)
     assert "@import" not in page and "url(" not in page
     for attribute, value in re.findall(r'\b(src|href|srcset|action|data|poster)\s*=\s*"([^"]*)"', page):
-        if attribute == "src":
-            assert value.startswith("data:image/png;base64,"), value[:40]
-        elif attribute == "href":
+        if attribute == "href":
             assert value.startswith("#"), value
         else:
             pytest.fail(f"unexpected resource attribute {attribute}={value!r}")
-    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page and "img-src" not in page
+    for chart in re.findall(r"<svg\b.*?</svg>", page, re.S):  # markup that loads or runs nothing
+        assert not re.search(r"<(image|use|foreignObject|a|script|style)\b|\bon\w+=|xmlns|href", chart), chart[:80]
+        assert not re.search(r'="[^"]*\b(nan|inf)\b', chart), chart[:80]
 
 
 def test_public_page_has_every_section(zcdp_audit, zcdp_html):
@@ -153,14 +153,13 @@ def test_public_page_shares_of_the_release_budget(zcdp_audit, zcdp_html):
     assert zcdp_audit["budget"]["booked"]["exact"] in zcdp_html  # exact values, in the details block
 
 
-def test_public_page_is_self_contained_with_png_charts(zcdp_html):
+def test_public_page_is_self_contained_with_svg_charts(zcdp_html):
     _assert_self_contained(zcdp_html)
     images = _images(zcdp_html)
     assert len(images) == 3  # budget by stage, lifetime, noise per measurement
-    for data in images:
-        assert data.startswith(PNG_SIGNATURE)
-        assert b"Software" not in data and b"tIME" not in data
-    assert len(re.findall(r"<img [^>]*alt=\"[^\"]+\"", zcdp_html)) == 3
+    for chart in images:
+        assert "<title>" in chart and 'viewBox="0 0 ' in chart
+    assert len(re.findall(r"<svg [^>]*aria-label=\"[^\"]+\"", zcdp_html)) == 3
 
 
 def test_rendering_is_pure_and_byte_identical(zcdp_audit, zcdp_html):
@@ -279,38 +278,6 @@ def test_internal_page_small_multiples_and_escaping(zcdp_audit, utility):
     assert render_internal_html(audit_from_dict(audit), utility, copy.deepcopy(frequencies)) == page
 
 
-def test_small_multiples_drawn_two_at_a_time_are_the_images_drawn_one_by_one():
-    """``charts._charts`` (two threads, one style for all) gives exactly ``_chart``'s images, in order."""
-    from functools import partial
-
-    from dprelease.reports.charts import _chart, _charts, _draw_histogram
-
-    labels = [f"category {i}" for i in range(12)]
-    jobs = [(3.35, 2.3, partial(_draw_histogram, column=f"c{n}", labels=labels[: 3 + n],
-                                real=[1 / (3 + n)] * (3 + n), synthetic=[(i + 1) / sum(range(1, 4 + n))
-                                                                         for i in range(3 + n)], tvd=0.1 * n),
-             f"chart {n}", False) for n in range(6)]
-    together = _charts(jobs)
-    assert together == [_chart(w, h, draw, alt, constrained=c) for w, h, draw, alt, c in jobs]
-    assert len(set(together)) == len(jobs)  # six different images, each in its place
-
-
-def test_page_charts_put_each_image_in_place_of_its_mark_and_no_text_forges_a_mark():
-    """``PageCharts``: the images drawn together land where each was queued; a look-alike mark stays text."""
-    from functools import partial
-
-    from dprelease.reports.charts import PageCharts, _chart, _draw_histogram
-
-    charts = PageCharts()
-    jobs = [(3.35, 2.3, partial(_draw_histogram, column=f"c{n}", labels=["a", "b"], real=[0.5, 0.5],
-                                synthetic=[0.4 + 0.1 * n, 0.6 - 0.1 * n], tvd=0.1 * n), f"chart {n}", False)
-            for n in range(3)]
-    forged = "<!--chart 0000000000000000 0-->"
-    sections = [f"<p>{charts.later(jobs[0])}</p>{forged}", f"<div>{charts.later(jobs[1])}{charts.later(jobs[2])}</div>"]
-    images = [_chart(w, h, draw, alt, constrained=c) for w, h, draw, alt, c in jobs]
-    assert charts.fill(sections) == [f"<p>{images[0]}</p>{forged}", f"<div>{images[1]}{images[2]}</div>"]
-
-
 def test_internal_page_takes_the_risk_checks_late(zcdp_audit, utility):
     """The risk section given as a function (called after the charts) renders as the mapping itself."""
     risk = {"exact_match_share": 0.01, "dcr": {"synthetic_median": 0.2, "real_median": 0.1},
@@ -321,13 +288,19 @@ def test_internal_page_takes_the_risk_checks_late(zcdp_audit, utility):
     assert 'id="risk"' not in render_internal_html(audit_from_dict(zcdp_audit), utility, None, lambda: None)
 
 
-def test_importing_the_module_does_not_import_matplotlib():
-    code = "import sys, reports.html; assert 'matplotlib' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+def test_rendering_both_pages_imports_no_plotting_library():
+    code = ("import sys; from dprelease.reports.html import render_html; "
+            "from dprelease.reports.internal_html import render_internal_html; "
+            "from dprelease.reports.audit_json import audit_from_json; "
+            "audit = audit_from_json(open(sys.argv[1], encoding='utf-8').read()); render_html(audit); "
+            "render_internal_html(audit, {'tvd1': 0.1, 'tvd2': 0.2, 'tvd3': None, 'one_way': {'a': 0.1}, "
+            "'two_way': {'a|b': 0.2}}, {'a': {'labels': ['x'], 'real': [1.0], 'synthetic': [1.0]}}); "
+            "assert 'matplotlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code, str(FIXTURE)], check=True, cwd=ROOT)
 
 
-def test_bytes_do_not_depend_on_the_process(tmp_path):
-    """Re-running a release in a new process (other hash seed, fresh matplotlib cache) gives the same bytes."""
+def test_bytes_do_not_depend_on_the_process():
+    """Re-running a release in a new process (another hash seed) gives the same bytes."""
     import hashlib
     import os
 
@@ -337,10 +310,8 @@ def test_bytes_do_not_depend_on_the_process(tmp_path):
             "print(hashlib.sha256(page.encode('utf-8')).hexdigest())")
     page = render_html(audit_from_json(FIXTURE.read_text(encoding="utf-8")))
     expected = hashlib.sha256(page.encode("utf-8")).hexdigest()
-    for seed, config in (("1", tmp_path / "mpl"), ("2", None)):
+    for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        if config is not None:
-            env["MPLCONFIGDIR"] = str(config)
         out = subprocess.run([sys.executable, "-c", code, str(FIXTURE)], check=True, cwd=ROOT, env=env,
                              capture_output=True, text=True)
         assert out.stdout.strip() == expected
