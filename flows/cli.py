@@ -371,7 +371,7 @@ def cmd_ldp_collect(args: argparse.Namespace) -> int:
     for name, problems in batches["refused"].items():
         print(f"  refused {name}: {problems[0]}")
     print(f"  {Path(target) / 'estimates.csv'}   (estimates with 95 % intervals)")
-    print(f"  {Path(target) / 'chart.png'}")
+    print(f"  {Path(target) / 'chart.svg'}")
     print(f"  {Path(target) / 'audit.json'}   (the local guarantee per person, batches used and refused)")
     return EXIT_PASS
 

@@ -282,3 +282,42 @@ def intervals_chart(panels: Sequence[tuple[str, Sequence[tuple[str, float, float
                 svg.circle(axis(estimate), yy, 3.5, colour)
         y = bottom + axis_room
     return svg.render()
+
+
+def estimates_chart(title: str, labels: Sequence[str], shares: Sequence[float],
+                    intervals: Sequence[tuple[float, float]] | None, alt: str) -> str:
+    """Estimated shares per value as columns, with their 95 % intervals: a local-DP collection's ``chart.svg``.
+
+    A file of its own (with the SVG namespace), not a page's inline chart.
+    """
+    n = len(labels)
+    left, top = 56.0, 30.0
+    longest = min(140.0, max((text_width(label, 9.0) for label in labels), default=0.0))
+    bottom = top + 260
+    svg = Svg(WIDTH, bottom + longest + 30, alt)
+    svg.text(8, 12, fit(title, 12, WIDTH - 16), size=12, bold=True)
+    values = [*shares, *(v for pair in intervals or () for v in pair), 0.0]
+    low, high = min(values), max(values) or 1.0
+    ticks = nice_ticks(low, high, 5)
+    span_low, span_high = min(ticks[0], low), max(ticks[-1], high)
+
+    def y_of(value: float) -> float:
+        return bottom - (value - span_low) / ((span_high - span_low) or 1.0) * (bottom - top)
+
+    for value in ticks:
+        svg.line(left, y_of(value), WIDTH - 8, y_of(value), "#e5e7eb", width=0.8)
+        svg.text(left - 6, y_of(value), tick_label(value, ticks), size=9.5, anchor="end")
+    svg.text(12, (top + bottom) / 2, "estimated share of reports", size=10, anchor="middle", rotate=-90)
+    slot = (WIDTH - 8 - left) / max(n, 1)
+    for i, share in enumerate(shares):
+        centre = left + slot * (i + 0.5)
+        svg.rect(centre - slot * 0.35, y_of(max(share, 0.0)), slot * 0.7, y_of(min(share, 0.0)) - y_of(max(share, 0.0)),
+                 "#4477aa")
+        if intervals is not None:
+            a, b = intervals[i]
+            svg.line(centre, y_of(a), centre, y_of(b), INK)
+            for y in (y_of(a), y_of(b)):
+                svg.line(centre - min(4.0, slot * 0.3), y, centre + min(4.0, slot * 0.3), y, INK)
+        svg.text(centre, bottom + 6, fit(labels[i], 9.0, 140.0), size=9.0, anchor="end", rotate=-90)
+    svg.line(left, y_of(0.0), WIDTH - 8, y_of(0.0), "#9ca3af", width=0.8)
+    return svg.render(standalone=True)

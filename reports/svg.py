@@ -2,9 +2,9 @@
 
 A chart is markup, not a picture: no plotting library, no raster, no ``data:`` URI. The same
 inputs give the same bytes (coordinates are rounded to 0.1 px, nothing depends on the process),
-every string is escaped, and the element carries no attribute that loads anything (no ``href``,
-no ``xmlns`` URL: HTML5 puts inline ``<svg>`` in the SVG namespace itself), so the page's
-Content-Security-Policy can forbid every resource. Text is laid out with a conservative estimate
+every string is escaped, and the element carries no attribute that loads anything (no ``href``;
+inline, not even the ``xmlns`` URL: HTML5 puts inline ``<svg>`` in the SVG namespace itself), so
+the page's Content-Security-Policy can forbid every resource. Text is laid out with a conservative estimate
 of each glyph's advance (:func:`text_width`) instead of font metrics, so labels get room for the
 widest common sans-serif faces.
 """
@@ -164,10 +164,15 @@ class Svg:
             y += 18
         return y
 
-    def render(self) -> str:
-        """The ``<svg>`` element (its alt text as ``aria-label`` and ``<title>``)."""
+    def render(self, *, standalone: bool = False) -> str:
+        """The ``<svg>`` element (its alt text as ``aria-label`` and ``<title>``).
+
+        ``standalone`` adds the SVG namespace that a ``.svg`` file needs (a page's inline chart does not).
+        """
         width, height = math.ceil(self.width), math.ceil(self.height)
-        return (f'<svg class="chart" role="img" aria-label="{_esc(self.alt)}" viewBox="0 0 {width} {height}" '
+        namespace = ' xmlns="http://www.w3.org/2000/svg"' if standalone else ""
+        return (f'<svg{namespace} class="chart" role="img" aria-label="{_esc(self.alt)}" '
+                f'viewBox="0 0 {width} {height}" '
                 f'width="{width}" height="{height}" font-family="{_FONT}"><title>{_esc(self.alt)}</title>'
                 f'<rect width="{width}" height="{height}" fill="#fff"/>' + "".join(self.parts) + "</svg>")
 

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from dprelease.dp.local.estimators import consistent, estimate
 from dprelease.dp.local.rappor import cohort_counts, decode
+from dprelease.reports.charts import estimates_chart
 from dprelease.schemas.ldp import Collection
 
 DECODE_ALPHA = 0.1
@@ -181,28 +182,20 @@ def estimates_table(collection: Collection, counts: dict[str, Any]) -> tuple[pa.
 
 def write_outputs(collection: Collection, target: Path, table: pa.Table, summary: dict[str, Any],
                   checks: list[BatchCheck]) -> None:
-    """estimates.parquet, estimates.csv, chart.png and audit.json into ``target`` (public; 0644)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """estimates.parquet, estimates.csv, chart.svg and audit.json into ``target`` (public; 0644)."""
     target.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, target / "estimates.parquet")
     table.to_pandas().to_csv(target / "estimates.csv", index=False)
-    figure, axis = plt.subplots(figsize=(10, 4))
-    share = table.column("share").to_numpy()
-    low = table.column("low95").to_numpy() / max(summary["reports"], 1) if "low95" in table.column_names else None
-    axis.bar(range(len(share)), share, color="#4477aa")
-    if low is not None:
-        high = table.column("high95").to_numpy() / max(summary["reports"], 1)
-        axis.errorbar(range(len(share)), share, yerr=[share - low, high - share], fmt="none", color="black")
-    axis.set_xticks(range(len(share)), table.column("value").to_pylist(), rotation=90, fontsize=7)
-    axis.set_ylabel("estimated share of reports")
-    axis.set_title(f"{collection.name}: {collection.protocol}, {summary['reports']} reports (95 % intervals)")
-    figure.tight_layout()
-    figure.savefig(target / "chart.png", dpi=100, metadata={"Software": None})
-    plt.close(figure)
+    reports = max(summary["reports"], 1)
+    shares = [float(x) for x in table.column("share").to_pylist()]
+    intervals = None
+    if "low95" in table.column_names:
+        intervals = [(float(a) / reports, float(b) / reports) for a, b in
+                     zip(table.column("low95").to_pylist(), table.column("high95").to_pylist(), strict=True)]
+    title = f"{collection.name}: {collection.protocol}, {summary['reports']} reports (95 % intervals)"
+    chart = estimates_chart(title, [str(v) for v in table.column("value").to_pylist()], shares, intervals,
+                            f"Bar chart of the estimated share of reports per value: {title}")
+    (target / "chart.svg").write_text(chart + "\n", encoding="utf-8")
     audit = {"format": "dprelease-ldp-audit/1", "collection": collection.name, "protocol": collection.protocol,
              "parameters": collection.parameters(), "fingerprint": collection.fingerprint(),
              "guarantee": collection.guarantee(), "estimation": summary,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,9 @@ def test_a_collection_is_decoded_and_published_with_its_guarantee(prefect_harnes
     path = _collection(tmp_path, spec, people=40_000)
     target = Path(ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=str(tmp_path / "reg.sqlite"),
                               run_id="day2"))
-    assert {p.name for p in target.iterdir()} == {"estimates.parquet", "estimates.csv", "chart.png", "audit.json"}
+    assert {p.name for p in target.iterdir()} == {"estimates.parquet", "estimates.csv", "chart.svg", "audit.json"}
+    chart = ET.parse(target / "chart.svg").getroot()  # a standalone SVG file: namespace declared
+    assert chart.tag == "{http://www.w3.org/2000/svg}svg" and len(chart.findall("{http://www.w3.org/2000/svg}rect")) > 1
     audit = json.loads((target / "audit.json").read_text())
     assert audit["batches"]["reports_used"] == 40_000 and audit["batches"]["refused"] == {}
     estimates = pq.read_table(target / "estimates.parquet").to_pandas()

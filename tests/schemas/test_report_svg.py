@@ -84,6 +84,8 @@ def test_charts_of_degenerate_inputs_are_well_formed():
     _well_formed(charts.histogram_chart("c", [str(i) for i in range(300)], [1 / 300] * 300, [1 / 300] * 300, 0.0,
                                         "many labels"))
     _well_formed(charts.intervals_chart([("s", [("all rows", 5.0, None, None, False)])], "one point"))
+    _well_formed(charts.estimates_chart("t", ["a", "b"], [-0.01, 0.0], [(-0.05, 0.03), (-0.01, 0.01)], "negative"))
+    _well_formed(charts.estimates_chart("t", ["a"], [0.0], None, "no intervals"))
     _well_formed(charts.intervals_chart([("s", [("g", 0.0, 0.0, 0.0, True)]),
                                          ("t", [("g", -1e9, -2e9, 3e9, False)])], "flat and wide"))
 
