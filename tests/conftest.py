@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 # One BLAS thread, set before anything loads numpy (OpenBLAS reads it once, at load) and inherited by the
@@ -46,10 +48,25 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture(scope="session")
 def prefect_harness():
-    """One Prefect test harness (temporary SQLite database) for the whole session."""
-    from prefect.testing.utilities import prefect_test_harness
+    """One Prefect test harness (temporary SQLite database) for the whole session.
 
-    with prefect_test_harness(server_startup_timeout=180):
+    The harness's database starts as a copy of the migrated one of ``tests/prefect_db.py`` (put in the
+    temporary folder the harness makes for it), so its server does not run Prefect's migrations again
+    in every pytest-xdist process.
+    """
+    import prefect.testing.utilities as harness
+
+    from tests.prefect_db import migrated_database
+
+    def seeded_folder() -> str:
+        folder = tempfile.mkdtemp(prefix="dprelease-test-harness-")
+        shutil.copyfile(migrated_database(), Path(folder) / "prefect-test.db")  # the harness's file name
+        return folder
+
+    with ExitStack() as stack:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(harness, "mkdtemp", seeded_folder)
+            stack.enter_context(harness.prefect_test_harness(server_startup_timeout=180))
         yield
 
 

@@ -28,6 +28,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from tests.prefect_db import seed_home
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,6 +128,7 @@ def stack(tmp_path_factory) -> Iterator[SimpleNamespace]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}  # conftest's harness settings
     base.update(PREFECT_HOME=str(tmp / "prefect-home"), DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
                 PREFECT_SERVER_UI_ENABLED="false", PYTHONUNBUFFERED="1")
+    seed_home(tmp / "prefect-home")  # Prefect's migrations already run (tests/prefect_db.py)
     # The scheduler service looks for new scheduled runs every 5 s instead of 60 s.
     server_env = {**base, "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5"}
     client_env = {**base, "PREFECT_API_URL": url}

@@ -28,6 +28,7 @@ import pytest
 
 from dprelease import flows, tasks
 from dprelease.tasks import is_sensitive, mark_sensitive
+from tests.prefect_db import seed_home
 from tests.steward import steward_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -283,6 +284,7 @@ def canary_runs(tmp_path_factory):
     _example(work / "bad-type", _bad_type_table())
     (work / "runner.py").write_text(RUNNER, encoding="utf-8")
     home = work / "home"
+    seed_home(home / "prefect")  # Prefect's migrations already run (tests/prefect_db.py)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, str(work / "runner.py"), str(work), CANARY_LIBRARY], cwd=ROOT,
                           env=_environment(home), capture_output=True, timeout=420, check=False)

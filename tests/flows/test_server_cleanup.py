@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.prefect_db import seed_home
+
 ROOT = Path(__file__).resolve().parents[2]
 ADULT = ROOT / "examples" / "adult"
 
@@ -44,6 +46,7 @@ def test_killing_the_command_takes_the_embedded_server_with_it(tmp_path):
         shutil.copy(ADULT / name, tmp_path / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(DPRELEASE_HOME=str(tmp_path / ".dprelease"), PYTHONPATH=str(ROOT))
+    seed_home(tmp_path / ".dprelease" / "prefect")  # Prefect's migrations already run (tests/prefect_db.py)
     proc = subprocess.Popen([sys.executable, "-m", "dprelease", "release", str(tmp_path / "release.yaml"), "--out",
                              str(tmp_path / "out")], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -80,6 +83,7 @@ def test_a_finished_command_exits_at_once_with_its_logs_and_states_sent_and_its_
         shutil.copy(ADULT / name, tmp_path / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(DPRELEASE_HOME=str(tmp_path / ".dprelease"), PYTHONPATH=str(ROOT))
+    seed_home(tmp_path / ".dprelease" / "prefect")  # Prefect's migrations already run (tests/prefect_db.py)
     proc = subprocess.Popen([sys.executable, "-m", "dprelease", "release", str(tmp_path / "release.yaml"), "--out",
                              str(tmp_path / "out"), "--release-id", "quick-exit"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
