@@ -9,7 +9,6 @@ the audit is escaped with :func:`html.escape`.
 
 :func:`render_internal_html` renders the TVD yardstick of ``internal/utility.json``, which compares
 the synthetic table with the real one: it is for the data steward and must never be published.
-
 """
 
 from __future__ import annotations

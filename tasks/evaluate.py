@@ -168,7 +168,7 @@ def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, stewa
     }
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dprelease-risk") as pool:
         # The disclosure-risk checks (numpy, mostly without the GIL) run beside the utility scores
-        # and the charts (mostly Python): the two cores at once.
+        # (mostly Python): the two cores at once.
         pending = pool.submit(_risk, real, synthetic, columns, quasi, checks, real_pass, plan.seed, exact,
                               {**evaluated, "exact_match": f"{matching.num_rows} synthetic rows against all "
                                                            f"{real_rows} real rows"})
