@@ -41,14 +41,16 @@ from dprelease.dp.synthesis.fitloss import FlatLoss
 from dprelease.dp.synthesis.noisy import NoisyMarginal
 from dprelease.dp.synthesis.postprocess import round_preserving_sum
 
-ITERATIONS = 700
+ITERATIONS = 500
 """Accepted mirror-descent steps of a fit that does not start from post-processed tables (:func:`measured_start`).
 
-700 steps (about 730 evaluations) cost less CPU than the former 300 (about 474 evaluations of the slower
-log-space loss) and reach a lower loss; more do not help where it counts. Paired re-fits of the same noisy
-measurements (mean tvd2; Adult 6 sets, ACS MA 3): Adult ε = 3 .0285 (300 former) -> .0280 (700) = .0280 (1,000)
-= .0280 (2,000); Adult ε = 1 .0349 -> .0349 (700), .0354 (1,000: at ε = 1 an early stop is a regulariser);
-ACS MA ε = 1 .0802 -> .0802; ε = 3 .0576 -> .0566. ``docs/research/synthesis.md`` §6.3."""
+500 steps (about 520 evaluations of :class:`~dp.synthesis.fitloss.FlatLoss`) cost about half the CPU of the former
+300 (about 474 evaluations of the log-space loss, each about twice as slow) and reach a lower loss. Paired re-fits
+of the same noisy measurements (mean tvd2 / tvd3; Adult ε = 1 12 sets, ε = 3 6 sets, ACS MA 3 sets each), former
+300 steps -> 300 / 500 / 700 / 1,000 steps now: Adult ε = 3 tvd2 .0285 -> 500 .0281, 700 .0280, 1,000 .0280, 2,000
+.0280 (converged); Adult ε = 1 .0353 / .0774 -> 300 .0353 / .0774, 500 .0352 / .0773, 700 .0354 / .0777, 1,000
+(6 sets) +.0005 / +.0009 (at ε = 1 an early stop regularises); ACS MA ε = 1 .0802 -> 700 .0802; ACS MA ε = 3
+.0576 -> 500 .0567, 700 .0566. ``docs/research/synthesis.md`` §6.3."""
 
 FIRST_GROWTH = 1.5
 """The step grows by this factor after every accepted step until a trial step is first rejected (halved)."""
