@@ -37,12 +37,18 @@ cost 3.8 rows at ε = 1, so a top code on 0.5 % of the rows, 2.4× beyond the ne
 in more than half the runs.
 
 Budget (:func:`split_mean_budget`, one rule for every column, tuned on ``benchmarks/stats_peers.py``):
-:data:`MEAN_SHARES` = 22.5 % for the bounds (split equally between the ends searched), 5 % for the
-offset, 5 % for the count and 67.5 % for the sum. The median-centred offset makes the count's share
+:data:`MEAN_SHARES` = 26.25 % for the bounds (split equally between the ends searched), 3.75 % for the
+offset, 5 % for the count and 65 % for the sum. The median-centred offset makes the count's share
 cheap (|mean − median| is small next to R for every benchmark column), and the bounds' share buys a
-resolution of s = Δ/(0.225·ε) rows (4.4 at ε = 1), a step costing s·β·ln r ≈ 2.1 rows. The offset's
-share is what keeps it near the median at n = 10³ (at 2.5 % its rank resolution, about 80·ln(m) rows,
-doubled hours-per-week's error there through the count's noise).
+resolution of s = Δ/(0.2625·ε) rows (3.8 at ε = 1), a step costing s·β·ln r ≈ 2.2 rows. Beyond the data's
+edge every candidate scores the same but for the base measure, so the overshoot is the prior's alone,
+r^(−β) per step whatever ε: β = 6 (0.56 per step, 0.62 at β = 5) keeps the mean square of a bound past
+the edge at 1.37 times the first candidate's (1.52 at β = 5), and the larger bounds' share keeps the
+step's cost inside the data at about 2 rows. The offset's share is what keeps it near the median at
+n = 10³ (at 2.5 % its rank resolution, about 80·ln(m) rows, doubled hours-per-week's error there through
+the count's noise; 3.75 % costs n = 10³ little). Issue 16's second tuning (from 22.5/5/5/67.5 %, β = 5):
+chosen on an exact error model of this mechanism (the selections' laws computed, the noise simulated)
+over β ∈ {4.5, …, 8} and the four shares, then measured (``benchmarks/results/stats_peers_s7*.json``).
 
 Privacy: the bound scores are monotone (an added row lowers each by 0 or 1, a removed one raises each
 by 0 or 1; the base measure is public), so each bound is selected by
@@ -59,14 +65,14 @@ What the bounds cannot give: rows beyond a selected bound are clipped, and their
 interval of the clipped mean (it covers the noise); ``clipping_bias=True`` estimates that bias out to
 caps near the bounds (:mod:`dp.statistics.bias`, out of the sum's share) and corrects for it. A few
 rows far beyond the data's bulk are beyond the reach of any ε_U-DP rule: by group privacy, adding
-k rows changes the probability of any bound by at most e^(k·ε_U), so at n = 10⁴, ε = 1 (ε_U = 9/40)
+k rows changes the probability of any bound by at most e^(k·ε_U), so at n = 10⁴, ε = 1 (ε_U = 21/80)
 ten rows at 9999 beyond a body ending at 115 (the benchmark's ``stay+outliers``) raise the chance of
-a bound above them at most e^2.25 ≈ 9.5-fold: covering them in 93 % of runs would need a bound above
-9999 in ≥ 9.8 % of the runs *without* them, whose noise (sd ≈ 2.1 against the oracle's 0.015) would
-wreck the clean column. A noisy count at this share (discrete Laplace, scale 4.4) told where to look
-sees the 10 rows over a 5 % false-alarm threshold in about 48 % of runs, and searching the 47 grid
-steps between 115 and 9999 at a 5 % family-wise false alarm in about 1 %. The selection here picks
-a bound above them with probability about e^(10/4.4 − 5·47·ln 1.1) ≈ 10⁻⁹: those rows are clipped, the
+a bound above them at most e^2.625 ≈ 13.8-fold: covering them in 93 % of runs would need a bound above
+9999 in ≥ 6.7 % of the runs *without* them, whose noise (sd ≈ 2.2 against the oracle's 0.015) would
+wreck the clean column. A noisy count at this share (discrete Laplace, scale 3.8) told where to look
+sees the 10 rows over a 5 % false-alarm threshold in about 64 % of runs, and searching the 47 grid
+steps between 115 and 9999 at a 5 % family-wise false alarm in about 1.5 %. The selection here picks
+a bound above them with probability about e^(10/3.8 − 6·47·ln 1.1) ≈ 3·10⁻¹¹: those rows are clipped, the
 clipped mean's interval misses the true mean (coverage 0), and only the ``beyond_cap`` flag of a
 clipping-bias estimate can tell. The remedy is a public bound, or validation of missing-value codes.
 
@@ -100,17 +106,18 @@ FloatArray = npt.NDArray[np.float64]
 MEAN_GRID_RATIO = 1.1
 """Ratio of neighbouring candidates of :func:`mean_grid` (a bound is at most 10 % wider than a grid point needs)."""
 
-TAIL_EXPONENT = 5
-"""β of the base measure r^(−βj) of the bound selections: a bound twice as far out weighs 2^−5 as much
-(4 before issue 16's tuning; with the monotone scale a step costs half as many rows, and 5 instead of 4
-narrows the overshoot beyond the data's edge, which the body columns pay for in noise)."""
+TAIL_EXPONENT = 6
+"""β of the base measure r^(−βj) of the bound selections: a bound twice as far out weighs 2^−6 as much
+(4 before issue 16's tuning, then 5 with the monotone scale; 6 with the bounds' share of 26.25 % narrows
+the overshoot beyond the data's edge, which every column pays for in noise, at the same cost in rows per
+step inside the data)."""
 
 MEAN_HALF_STEPS = 2**16
 """Grid points on each side of the offset: rounding moves a value by at most R/2^17 (R = the radius), which
 keeps the rounding bias of a mean far below its noise (1024 steps gave biases of 0.05 on ages with R = 171)."""
 
-MEAN_SHARES = MappingProxyType({"bounds": Fraction(9, 40), "centre": Fraction(1, 20), "count": Fraction(1, 20),
-                                "sum": Fraction(27, 40)})
+MEAN_SHARES = MappingProxyType({"bounds": Fraction(21, 80), "centre": Fraction(3, 80), "count": Fraction(1, 20),
+                                "sum": Fraction(13, 20)})
 """Shares of a mean's budget without public bounds (see the module docstring)."""
 
 
@@ -247,7 +254,7 @@ def select_mean_bounds(
 
 
 def mean_weights(statistics: set[str] | frozenset[str]) -> dict[str, int | Fraction]:
-    """Moment weights with :data:`MEAN_SHARES`' count : sum ratio (2 : 27); a sum of squares, if asked, as the sum."""
+    """Moment weights with :data:`MEAN_SHARES`' count : sum ratio (1 : 13); a sum of squares, if asked, as the sum."""
     ratio = MEAN_SHARES["sum"] / MEAN_SHARES["count"]
     return {"count": 1, "sum": ratio if statistics & {"sum", "mean", "variance", "std"} else 0,
             "sum_of_squares": ratio if statistics & {"variance", "std"} else 0}

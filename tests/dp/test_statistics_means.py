@@ -56,9 +56,10 @@ def test_grids_and_shares():
     assert sum(MEAN_SHARES.values()) == 1
     shares = split_mean_budget(PureBudget(Fraction(1)))
     assert {k: v.epsilon for k, v in shares.items()} == dict(MEAN_SHARES)
-    # issue 16's tuning moved the split from 20/5/5/70 % to 22.5/5/5/67.5 %: the count : sum ratio is 2 : 27
-    assert mean_weights({"mean"}) == {"count": 1, "sum": Fraction(27, 2), "sum_of_squares": 0}
-    assert mean_weights({"variance"})["sum_of_squares"] == Fraction(27, 2)
+    # issue 16's tuning moved the split from 20/5/5/70 % to 22.5/5/5/67.5 %, then to 26.25/3.75/5/65 %:
+    # the count : sum ratio is 1 : 13 (2 : 27 before the second tuning)
+    assert mean_weights({"mean"}) == {"count": 1, "sum": 13, "sum_of_squares": 0}
+    assert mean_weights({"variance"})["sum_of_squares"] == 13
 
 
 def test_a_nonnegative_range_searches_the_upper_end_and_the_offset_only(ledger):
