@@ -116,6 +116,8 @@ class EmbeddedServer:
             env=env, preexec_fn=_die_with_parent_hook(),
         )
         os.environ["PREFECT_API_URL"] = self.url
+        self.ready = False
+        """Whether the server has answered ``/api/health`` (:meth:`wait`)."""
         import atexit
 
         atexit.register(self.stop)
@@ -137,6 +139,7 @@ class EmbeddedServer:
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
                     if response.status == 200:
+                        self.ready = True
                         return
             except (urllib.error.URLError, OSError):
                 pass
@@ -144,8 +147,19 @@ class EmbeddedServer:
         raise ReleaseError(f"the embedded Prefect server did not answer within {timeout:g} s")
 
     def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 5 s)."""
+        """Stop the server: SIGTERM, then SIGKILL after 5 s; SIGKILL at once if it never answered.
+
+        uvicorn holds a SIGTERM until its start-up is over (Prefect's import and, on a new home, every
+        database migration: 5-15 s), so a server stopped while booting (the preflight refused the
+        inputs) would keep the command waiting for the 5 s and burning CPU. It has served nothing
+        then, and SQLite keeps its database consistent through a kill (each migration is one
+        transaction: the next start resumes after the last one committed).
+        """
         if self.process.poll() is None:
+            if not self.ready:
+                self.process.kill()
+                self.process.wait()
+                return
             self.process.terminate()
             try:
                 self.process.wait(timeout=5)

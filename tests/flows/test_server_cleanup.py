@@ -107,3 +107,19 @@ def test_a_finished_command_exits_at_once_with_its_logs_and_states_sent_and_its_
     assert flow_state == "COMPLETED" and task_states == {"COMPLETED"}
     assert "Finished in state Completed()" in messages
     assert any(m.startswith("stage evaluate_utility finished") for m in messages)
+
+
+@pytest.mark.e2e
+def test_a_server_stopped_while_it_boots_is_killed_at_once(tmp_path, monkeypatch):
+    """uvicorn holds a SIGTERM until its start-up ends (Prefect's import, a new home's migrations), so a
+    server stopped before it answered (the preflight refused the inputs) is killed, not waited for 5 s."""
+    from dprelease.flows.settings import EmbeddedServer
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    monkeypatch.setenv("PREFECT_API_URL", "restored-after-the-test")  # the server sets it in this process
+    server = EmbeddedServer()
+    time.sleep(1.5)  # uvicorn is importing the app: its signal handlers are installed
+    assert server.process.poll() is None and not server.ready
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 2.5 and server.process.returncode == -signal.SIGKILL
