@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dprelease.dp.errors import InternalError
 from dprelease.reports.audit_records import Lifetime, Measurement, StageBudget
 from dprelease.reports.html_parts import _num, _pct, _unit
-from dprelease.reports.svg import INK, MUTED, Axis, Svg, fit, nice_ticks, text_width, tick_label
+from dprelease.reports.svg import AXIS, INK, MUTED, Axis, Svg, fit, nice_ticks, text_width
 
 WIDTH = 998
 """CSS pixels: the content width of the page."""
@@ -227,13 +227,8 @@ def histogram_chart(column: str, labels: Sequence[str], real: Sequence[float], s
     svg.text(6, 11, fit(title, 11.5, width - 12), size=11.5, bold=True)
     largest = max([*real, *synthetic, 1e-9])
     ticks = nice_ticks(0.0, largest, 4)
-    high = max(ticks[-1], largest)
-
-    def y_of(value: float) -> float:
-        return bottom - value / high * (bottom - top)
-    for value in ticks:
-        svg.line(left, y_of(value), right, y_of(value), "#e5e7eb", width=0.8)
-        svg.text(left - 4, y_of(value), tick_label(value, ticks), size=8.5, anchor="end")
+    y_of = Axis(0.0, max(ticks[-1], largest), bottom, top)
+    y_of.draw_y(svg, left, right, ticks)
     n = len(labels)
     slot = (right - left) / max(n, 1)
     bar = slot * (0.42 if n <= 40 else 0.5)
@@ -241,7 +236,7 @@ def histogram_chart(column: str, labels: Sequence[str], real: Sequence[float], s
         centre = left + slot * (i + 0.5)
         svg.rect(centre - bar, y_of(r), bar, bottom - y_of(r), _REAL)
         svg.rect(centre, y_of(s), bar, bottom - y_of(s), _SYNTH)
-    svg.line(left, bottom, right, bottom, "#9ca3af", width=0.8)
+    svg.line(left, bottom, right, bottom, AXIS, width=0.8)
     step = max(1, -(-n // 8))
     for i in range(0, n, step):
         label = labels[i] if len(labels[i]) <= 14 else labels[i][:13] + "…"
@@ -299,14 +294,8 @@ def estimates_chart(title: str, labels: Sequence[str], shares: Sequence[float],
     values = [*shares, *(v for pair in intervals or () for v in pair), 0.0]
     low, high = min(values), max(values) or 1.0
     ticks = nice_ticks(low, high, 5)
-    span_low, span_high = min(ticks[0], low), max(ticks[-1], high)
-
-    def y_of(value: float) -> float:
-        return bottom - (value - span_low) / ((span_high - span_low) or 1.0) * (bottom - top)
-
-    for value in ticks:
-        svg.line(left, y_of(value), WIDTH - 8, y_of(value), "#e5e7eb", width=0.8)
-        svg.text(left - 6, y_of(value), tick_label(value, ticks), size=9.5, anchor="end")
+    y_of = Axis(min(ticks[0], low), max(ticks[-1], high), bottom, top)
+    y_of.draw_y(svg, left, WIDTH - 8, ticks, size=9.5)
     svg.text(12, (top + bottom) / 2, "estimated share of reports", size=10, anchor="middle", rotate=-90)
     slot = (WIDTH - 8 - left) / max(n, 1)
     for i, share in enumerate(shares):
@@ -319,5 +308,5 @@ def estimates_chart(title: str, labels: Sequence[str], shares: Sequence[float],
             for y in (y_of(a), y_of(b)):
                 svg.line(centre - min(4.0, slot * 0.3), y, centre + min(4.0, slot * 0.3), y, INK)
         svg.text(centre, bottom + 6, fit(labels[i], 9.0, 140.0), size=9.0, anchor="end", rotate=-90)
-    svg.line(left, y_of(0.0), WIDTH - 8, y_of(0.0), "#9ca3af", width=0.8)
+    svg.line(left, y_of(0.0), WIDTH - 8, y_of(0.0), AXIS, width=0.8)
     return svg.render(standalone=True)

@@ -178,7 +178,7 @@ class Svg:
 
 
 class Axis:
-    """A linear value axis along x: data [low, high] onto pixels [left, right]."""
+    """A linear value axis: data [low, high] onto pixels [left, right] (along y: [bottom, top])."""
 
     def __init__(self, low: float, high: float, left: float, right: float) -> None:
         self.low, self.high, self.left, self.right = low, high if high > low else low + 1.0, left, right
@@ -198,3 +198,10 @@ class Axis:
         svg.line(self.left, bottom, self.right, bottom, AXIS, width=0.8)
         if label:
             svg.text((self.left + self.right) / 2, bottom + 28, label, size=size + 0.5, anchor="middle")
+
+    def draw_y(self, svg: Svg, left: float, right: float, ticks: Sequence[float], *, size: float = 8.5) -> None:
+        """As a vertical axis: grid lines from ``left`` to ``right`` at ``ticks``, their labels left of ``left``."""
+        for value in ticks:
+            y = self(value)
+            svg.line(left, y, right, y, GRID, width=0.8)
+            svg.text(left - 4, y, tick_label(value, ticks), size=size, anchor="end")
