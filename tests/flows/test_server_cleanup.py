@@ -31,6 +31,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> bytes:
+    """The process's command line; empty when it has exited since it was listed (a short-lived child)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -53,7 +61,7 @@ def test_killing_the_command_takes_the_embedded_server_with_it(tmp_path):
     try:
         deadline, servers = time.monotonic() + 180, []
         while time.monotonic() < deadline and not servers:
-            servers = [c for c in _children(proc.pid) if b"uvicorn" in Path(f"/proc/{c}/cmdline").read_bytes()]
+            servers = [c for c in _children(proc.pid) if b"uvicorn" in _cmdline(c)]
             if proc.poll() is not None:
                 pytest.fail("the release ended before its server was seen")
             time.sleep(0.2)
@@ -91,7 +99,7 @@ def test_a_finished_command_exits_at_once_with_its_logs_and_states_sent_and_its_
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not servers and proc.poll() is None:
-            servers = [c for c in _children(proc.pid) if b"uvicorn" in Path(f"/proc/{c}/cmdline").read_bytes()]
+            servers = [c for c in _children(proc.pid) if b"uvicorn" in _cmdline(c)]
             time.sleep(0.1)
         output, _ = proc.communicate(timeout=600)
     finally:
