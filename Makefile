@@ -20,9 +20,10 @@ ldp-example: bootstrap
 
 ## Run the test suite (unit, statistical privacy, end-to-end flows) on TEST_WORKERS processes, then ruff and mypy.
 ## Whole test files go to one worker (--dist loadfile): a file's module fixtures (a release, a server) run once.
+## The longest files start first (tests/file_seconds.json, ordered in tests/conftest.py; xdist keeps that order).
 TEST_WORKERS ?= 2
 test: bootstrap
-	@.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	@.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 	@.venv/bin/python -m ruff check dp schemas tasks flows tests quality reports teaching benchmarks setup.py dprelease
 	@.venv/bin/python -m mypy
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import shutil
 import tempfile
@@ -18,6 +20,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Prefect reads its settings at import: point it at a throw-away home before anything imports it.
 _HOME = tempfile.mkdtemp(prefix="dprelease-test-prefect-")
+atexit.register(shutil.rmtree, _HOME, True)  # each pytest process (xdist: one per worker) removes its own
 os.environ["PREFECT_HOME"] = _HOME
 os.environ.setdefault("DPRELEASE_HOME", str(Path(_HOME) / "state"))
 
@@ -86,8 +89,35 @@ def harness_api(prefect_harness, monkeypatch):
     monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
 
 
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+"""Each test file's recorded duration (``scripts/record_test_seconds.py`` writes it from a JUnit report)."""
+
+
+def longest_files_first(items: list[pytest.Item], seconds: dict[str, float]) -> None:
+    """Order ``items`` by their file's recorded duration, longest first (stable: a file's tests keep theirs).
+
+    With whole files per process (``--dist loadfile --no-loadscope-reorder``), pytest-xdist hands out
+    files in this order to whichever process is free: the longest ones start first and the short ones
+    fill the end, instead of a two-minute file starting last while the other process has nothing left
+    to run. A file without a record (a new one) counts as short. Only the order changes, never what runs.
+    """
+    root = Path(__file__).resolve().parents[1]
+
+    def key(item: pytest.Item) -> float:
+        try:
+            name = item.path.resolve().relative_to(root).as_posix()
+        except ValueError:
+            return 0.0
+        return -seconds.get(name, 0.0)
+
+    items.sort(key=key)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` run only when asked for (``-m slow`` or ``DPRELEASE_SLOW=1``)."""
+    """The longest files first (:func:`longest_files_first`); tests marked ``slow`` run only when asked
+    for (``-m slow`` or ``DPRELEASE_SLOW=1``)."""
+    if FILE_SECONDS.is_file():
+        longest_files_first(items, json.loads(FILE_SECONDS.read_text(encoding="utf-8")))
     if os.environ.get("DPRELEASE_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: run with -m slow or DPRELEASE_SLOW=1")
