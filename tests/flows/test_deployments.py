@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -224,16 +224,26 @@ def test_manual_release_and_data_quality_runs_complete(stack):
 
 def test_an_interval_schedule_publishes_a_release_with_a_fresh_id(stack):
     started = datetime.now(UTC)
-    # The documented way to watch a scheduled run without waiting a month: a second, short schedule.
-    out = _prefect(["deployment", "schedule", "create", "release/adult-monthly", "--interval", "20"], stack.env)
+    # The documented way to watch a scheduled run without waiting a month: a second, short schedule. Its
+    # anchor 10 s back puts the first run 10 s from now instead of a whole interval (the scheduler looks
+    # for new schedules every 5 s).
+    anchor = (started - timedelta(seconds=10)).isoformat()
+    out = _prefect(["deployment", "schedule", "create", "release/adult-monthly", "--interval", "20",
+                    "--anchor-date", anchor], stack.env)
     assert "Created deployment schedule" in out
     monthly = stack.api.deployment("release", "adult-monthly")
+    (short,) = [s["id"] for s in monthly["schedules"] if s["schedule"].get("interval") == 20]
+    paused = []
 
     def scheduled_run():
         for run in stack.api.flow_runs(monthly["id"]):
             expected = datetime.fromisoformat(run["expected_start_time"].replace("Z", "+00:00"))
-            if run["auto_scheduled"] and expected >= started and run["state_type"] in {
-                    "COMPLETED", "FAILED", "CRASHED"}:
+            if not run["auto_scheduled"] or expected < started or run["state_type"] == "SCHEDULED":
+                continue
+            if not paused:  # one run is enough: the schedule's next runs are deleted, not started and killed
+                stack.api.call("PATCH", f"/deployments/{monthly['id']}/schedules/{short}", {"active": False})
+                paused.append(short)
+            if run["state_type"] in {"COMPLETED", "FAILED", "CRASHED"}:
                 return run
         return None
 
