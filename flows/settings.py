@@ -8,7 +8,6 @@ never cached or persisted by default. Settings the user already exported win.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import importlib
 import importlib.util
@@ -75,7 +74,7 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # the process's own symbols, libc's among them
     except (OSError, AttributeError):
         return None
 
