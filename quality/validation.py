@@ -257,11 +257,11 @@ def build_suite(schema: TableSchema, *, checkable: Collection[str] | None = None
         ExpectColumnValuesToNotBeNull,
     )
 
-    suite = gx.ExpectationSuite(name=f"dprelease-{schema.table}")
+    expectations: list[Expectation] = []
 
     def add(expectation: Expectation, rule: str) -> None:
         expectation.meta = {_RULE_KEY: rule}
-        suite.add_expectation(expectation)
+        expectations.append(expectation)
 
     for column in schema.columns:
         name = column.name
@@ -287,7 +287,10 @@ def build_suite(schema: TableSchema, *, checkable: Collection[str] | None = None
         if column.type == "int":
             add(ExpectColumnValuesToBeInTypeList(column=name, type_list=list(_INTEGER_DTYPE_NAMES)),
                 "values must be whole numbers")
-    return suite
+    # All at once: ``add_expectation`` compares each new expectation with every one before it (their
+    # pydantic dicts, value sets included) to keep the suite set-like; these are distinct by construction
+    # (one per column and rule), and the comparisons were about a tenth of the validation stage's CPU.
+    return gx.ExpectationSuite(name=f"dprelease-{schema.table}", expectations=expectations)
 
 
 # ---------------------------------------------------------------------------------------------
