@@ -6,6 +6,7 @@ import atexit
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
@@ -88,6 +89,26 @@ def harness_api(prefect_harness, monkeypatch):
 
     monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
 
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Prefect's migrations start in the background at once (``tests.prefect_db.start_migrating``).
+
+    In the main process only: with pytest-xdist it starts the worker processes and runs no test.
+    """
+    if not hasattr(session.config, "workerinput"):
+        from tests.prefect_db import start_migrating
+
+        session.config.stash[_MIGRATION] = start_migrating()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Reap the background migration (long done, except in a run of a few quick tests on a new machine)."""
+    migration = session.config.stash.get(_MIGRATION, None)
+    if migration is not None:
+        migration.wait()
+
+
+_MIGRATION = pytest.StashKey[subprocess.Popen[bytes] | None]()
 
 FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 """Each test file's recorded duration (``scripts/record_test_seconds.py`` writes it from a JUnit report)."""

@@ -46,7 +46,23 @@ def migrated_database() -> Path:
             subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"], env=env,
                            check=True, capture_output=True, timeout=600)
             os.replace(home / _DB, done)
+            shutil.rmtree(home, ignore_errors=True)
     return done
+
+
+def start_migrating() -> subprocess.Popen[bytes] | None:
+    """Make the migrated database in a background process now, unless it exists (None then).
+
+    Called as the test session starts (tests/conftest.py), so that the migrations run while the
+    pytest-xdist processes start and collect the suite, not after, when their first test asks for a
+    server and one of them would migrate while the other waits on the lock. A test that asks before
+    it is done waits on the same lock; if it fails, the first test to ask runs it again and reports why.
+    """
+    if (_cache() / _DB).exists():
+        return None
+    code = "from tests.prefect_db import migrated_database; migrated_database()"
+    return subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def seed_home(prefect_home: Path) -> None:
