@@ -108,7 +108,7 @@ def _wait_for(what: str, probe, deadline: float, logs: list[Path]):
         found = probe()
         if found:
             return found
-        time.sleep(2)
+        time.sleep(0.5)  # plain reads of the API: cheap enough to poll often
     pytest.fail(f"timed out waiting for {what}\n" + "\n".join(f"--- {p.name}\n{_tail(p)}" for p in logs))
 
 
