@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import cast
 
 from dprelease.flows.settings import (
+    CHECK_DEFERRED_MODULES,
+    DEFERRED_MODULES,
     client_needs_no_sql,
     configure,
     defer_imports,
@@ -298,6 +300,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if problems:
         failed = [str(p) for p in problems]
     else:
+        from dprelease.flows.settings import settle_gc
+        from dprelease.quality.validation import preload_great_expectations
+
+        preload_great_expectations()
+        settle_gc()  # the collector back on, the imported modules out of its scans, before any row is read
         try:
             report = validate_batches(row_groups(data, schema.names), schema, dataset_schema(data))
         except InputError as err:  # a row group that cannot be read: the file, not the data, is bad
@@ -479,10 +486,14 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None, standalone: bool = False) -> int:
     configure()
     args = _parser().parse_args(argv)
-    if standalone and args.command in ("check", "release"):
+    if standalone and args.command == "release":
         defer_imports()  # what Great Expectations imports and never calls here: loaded only if used
     if standalone and args.command == "check":
+        defer_imports(DEFERRED_MODULES + CHECK_DEFERRED_MODULES)
         without_sql()
+        hold_gc()  # resumed once Great Expectations is imported (cmd_check)
+        # No linear algebra here: numpy's OpenBLAS need not start a thread per core (about 0.05 s).
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if standalone and args.command == "release":
         hold_gc()  # resumed before the flow starts (cmd_release)
         if not os.environ.get("PREFECT_API_URL") and client_needs_no_sql():  # its API is a process of its own
