@@ -148,8 +148,10 @@ def _preload() -> threading.Thread:
 
             preload_great_expectations()
             # What Prefect imports only once the flow run is created (its parameters' encoder, its flow
-            # graphs): imported here while the embedded API boots, not after.
+            # graphs, the flow and task engines): imported here while the embedded API boots, not after.
             import fastapi.encoders  # noqa: F401
+            import prefect.flow_engine  # noqa: F401
+            import prefect.task_engine  # noqa: F401
             import prefect.utilities.visualization  # noqa: F401
         except Exception:
             pass
