@@ -150,8 +150,8 @@ def _preload() -> threading.Thread:
             # What Prefect imports only once the flow run is created (its parameters' encoder, its flow
             # graphs, the flow and task engines): imported here while the embedded API boots, not after.
             import fastapi.encoders  # noqa: F401
-            import prefect.flow_engine  # noqa: F401
-            import prefect.task_engine  # noqa: F401
+            import prefect.flow_engine
+            import prefect.task_engine
             import prefect.utilities.visualization  # noqa: F401
         except Exception:
             pass
@@ -262,7 +262,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     column and rule (the column's structure, then each value check of the schema's suite).
     """
     # Nothing here imports Prefect (the gate runs no flow): about a second saved on every check.
-    from dprelease.quality.validation import structural_problems, validate_batches
+    from dprelease.flows.settings import settle_gc
+    from dprelease.quality.validation import preload_great_expectations, structural_problems, validate_batches
     from dprelease.reports.junit import junit_report
     from dprelease.schemas.model import SchemaError
     from dprelease.schemas.table import load_schema
@@ -302,9 +303,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     if problems:
         failed = [str(p) for p in problems]
     else:
-        from dprelease.flows.settings import settle_gc
-        from dprelease.quality.validation import preload_great_expectations
-
         preload_great_expectations()
         settle_gc()  # the collector back on, the imported modules out of its scans, before any row is read
         try:
@@ -494,8 +492,7 @@ def _main(argv: list[str] | None, standalone: bool = False) -> int:
         defer_imports(DEFERRED_MODULES + CHECK_DEFERRED_MODULES)
         without_sql()
         hold_gc()  # resumed once Great Expectations is imported (cmd_check)
-        # No linear algebra here: numpy's OpenBLAS need not start a thread per core (about 0.05 s).
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # no linear algebra: no OpenBLAS thread per core
     if standalone and args.command == "release":
         hold_gc()  # resumed before the flow starts (cmd_release)
         if not os.environ.get("PREFECT_API_URL") and client_needs_no_sql():  # its API is a process of its own
