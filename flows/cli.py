@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import cast
 
 from dprelease.flows.settings import (
+    CHECK_DEFERRED_MODULES,
+    DEFERRED_MODULES,
     client_needs_no_sql,
     configure,
     defer_imports,
@@ -146,8 +148,10 @@ def _preload() -> threading.Thread:
 
             preload_great_expectations()
             # What Prefect imports only once the flow run is created (its parameters' encoder, its flow
-            # graphs): imported here while the embedded API boots, not after.
+            # graphs, the flow and task engines): imported here while the embedded API boots, not after.
             import fastapi.encoders  # noqa: F401
+            import prefect.flow_engine
+            import prefect.task_engine
             import prefect.utilities.visualization  # noqa: F401
         except Exception:
             pass
@@ -258,7 +262,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     column and rule (the column's structure, then each value check of the schema's suite).
     """
     # Nothing here imports Prefect (the gate runs no flow): about a second saved on every check.
-    from dprelease.quality.validation import structural_problems, validate_batches
+    from dprelease.flows.settings import settle_gc
+    from dprelease.quality.validation import preload_great_expectations, structural_problems, validate_batches
     from dprelease.reports.junit import junit_report
     from dprelease.schemas.model import SchemaError
     from dprelease.schemas.table import load_schema
@@ -298,6 +303,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if problems:
         failed = [str(p) for p in problems]
     else:
+        preload_great_expectations()
+        settle_gc()  # the collector back on, the imported modules out of its scans, before any row is read
         try:
             report = validate_batches(row_groups(data, schema.names), schema, dataset_schema(data))
         except InputError as err:  # a row group that cannot be read: the file, not the data, is bad
@@ -479,10 +486,13 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None, standalone: bool = False) -> int:
     configure()
     args = _parser().parse_args(argv)
-    if standalone and args.command in ("check", "release"):
+    if standalone and args.command == "release":
         defer_imports()  # what Great Expectations imports and never calls here: loaded only if used
     if standalone and args.command == "check":
+        defer_imports(DEFERRED_MODULES + CHECK_DEFERRED_MODULES)
         without_sql()
+        hold_gc()  # resumed once Great Expectations is imported (cmd_check)
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # no linear algebra: no OpenBLAS thread per core
     if standalone and args.command == "release":
         hold_gc()  # resumed before the flow starts (cmd_release)
         if not os.environ.get("PREFECT_API_URL") and client_needs_no_sql():  # its API is a process of its own

@@ -220,6 +220,12 @@ expectations dprelease builds calls them. Together about two fifths of the CPU t
 Expectations (4.4 s to 2.7 s on a loaded 2-core machine)."""
 
 
+CHECK_DEFERRED_MODULES = ("jsonschema", "mistune", "asyncio")
+"""Further modules Great Expectations imports (``import X``) and calls only off the path ``check`` takes:
+``jsonschema`` (the JSON-schema expectation's metric), ``mistune`` (Data Docs' markdown) and ``asyncio``
+(tqdm's asynchronous iterator). Deferred in ``check`` only: Prefect, in ``release``, uses them at once."""
+
+
 class _Deferred(types.ModuleType):
     """A stand-in for a module in ``sys.modules`` that imports the real one at its first attribute use.
 

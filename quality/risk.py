@@ -29,8 +29,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.spatial.distance import cdist
@@ -160,9 +162,9 @@ class _GowerColumns:
 
     real_features: FloatArray
     synthetic_features: FloatArray
-    real_codes: IntArray
+    real_codes: npt.NDArray[np.unsignedinteger[Any]]
     """Shape (columns, real rows): one row per column, for fast broadcasting against a block."""
-    synthetic_codes: IntArray
+    synthetic_codes: npt.NDArray[np.unsignedinteger[Any]]
     """Shape (synthetic rows, columns)."""
     columns: int
 
@@ -173,6 +175,7 @@ def _gower_columns(real: pa.Table, synthetic: pa.Table, names: Sequence[str]) ->
     syn_features: list[FloatArray] = []
     real_codes: list[IntArray] = []
     syn_codes: list[IntArray] = []
+    largest = 0
     for name in names:
         rcol, scol = real.column(name), synthetic.column(name)
         if _is_numeric(rcol.type) and _is_numeric(scol.type):
@@ -192,20 +195,25 @@ def _gower_columns(real: pa.Table, synthetic: pa.Table, names: Sequence[str]) ->
                     real_features.append(rv)
                     syn_features.append(sv)
                 continue
-        codes, _ = _exact_codes(rcol, scol, name)
+        codes, count = _exact_codes(rcol, scol, name)
         real_codes.append(codes[:n_real])
         syn_codes.append(codes[n_real:])
+        largest = max(largest, count - 1)
+    # Codes are only compared for equality: in the narrowest type that holds them (a byte for most
+    # columns), the comparisons of :func:`_nearest` move an eighth of the memory.
+    narrow = np.min_scalar_type(largest)
     return _GowerColumns(
         real_features=np.column_stack(real_features) if real_features else np.zeros((n_real, 0)),
         synthetic_features=np.column_stack(syn_features) if syn_features else np.zeros((n_syn, 0)),
-        real_codes=np.vstack(real_codes) if real_codes else np.zeros((0, n_real), dtype=np.int64),
-        synthetic_codes=np.column_stack(syn_codes) if syn_codes else np.zeros((n_syn, 0), dtype=np.int64),
+        real_codes=np.vstack(real_codes).astype(narrow) if real_codes else np.zeros((0, n_real), dtype=narrow),
+        synthetic_codes=np.column_stack(syn_codes).astype(narrow) if syn_codes else np.zeros((n_syn, 0), dtype=narrow),
         columns=len(names),
     )
 
 
 def _nearest(
-    features: FloatArray, codes: IntArray, encoded: _GowerColumns, exclude: IntArray | None = None
+    features: FloatArray, codes: npt.NDArray[np.unsignedinteger[Any]], encoded: _GowerColumns,
+    exclude: IntArray | None = None,
 ) -> FloatArray:
     """Gower distance from each query row to its nearest real row, optionally excluding one real row each.
 

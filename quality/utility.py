@@ -32,6 +32,7 @@ import pyarrow as pa
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 NULL_LABEL = "\u2205"
 """The label of a null (the evaluator's)."""
@@ -42,20 +43,41 @@ def _series(column: pa.ChunkedArray) -> pd.Series:
     return column.to_pandas()
 
 
-def _numbers(series: pd.Series) -> FloatArray:
+@dataclass(frozen=True)
+class _Text:
+    """A text column (each value a ``str`` or null) by distinct value: a row's key depends on its value only."""
+
+    rows: IntArray
+    """Each row's distinct value (a null: the last one)."""
+    values: npt.NDArray[np.object_]
+    """The distinct strings, then the null if a row holds one."""
+    numbers: FloatArray
+    """Their numbers (NaN where not a number)."""
+
+
+def _numbers(series: pd.Series) -> tuple[FloatArray, _Text | None]:
     """Every value as a double, NaN where it is not a number (no overflow check: this never raises).
 
     Text is parsed once per distinct value (``pandas.to_numeric`` is slow on strings, and a column
-    repeats its values): the same function on the same values, so the same numbers.
+    repeats its values): the same function on the same values, so the same numbers. A column of
+    ``str`` values and nulls comes with its distinct values (:class:`_Text`).
     """
     if pd.api.types.is_numeric_dtype(series.dtype):
-        return _parsed(series)
+        return _parsed(series), None
     codes, distinct = pd.factorize(series)  # nulls get -1 and parse as NaN
     parsed = _parsed(pd.Series(distinct, dtype=object))
     out = np.full(len(series), np.nan, dtype=np.float64)
     present = codes >= 0
     out[present] = parsed[codes[present]]
-    return out
+    values: list[Any] = list(distinct)
+    if not all(type(v) is str for v in values):
+        return out, None
+    rows = np.asarray(codes, dtype=np.int64)
+    if not present.all():
+        rows = np.where(present, rows, len(values))
+        values.append(None)
+        parsed = np.append(parsed, np.nan)
+    return out, _Text(rows, np.array(values, dtype=object), np.asarray(parsed, dtype=np.float64))
 
 
 def _parsed(series: pd.Series) -> FloatArray:
@@ -85,31 +107,50 @@ def _spell(values: FloatArray) -> npt.NDArray[np.object_]:
     return np.asarray(spelled[inverse.reshape(-1)], dtype=object)
 
 
+def _spelled(values: FloatArray, edges: FloatArray | None) -> tuple[npt.NDArray[np.object_], BoolArray]:
+    """Each value's bin, else its ``%g`` spelling; and where it is not a number (to be labelled instead)."""
+    nan = np.isnan(values)
+    if edges is not None:
+        with np.errstate(all="ignore"):
+            found = np.searchsorted(edges, np.where(nan, 0.0, values), side="right") - 1
+        bin_index = np.clip(found, 0, len(edges) - 2)
+        return np.array([f"#bin{i}" for i in range(len(edges) - 1)], dtype=object)[bin_index], nan
+    return _spell(np.where(nan, 0.0, values)), nan
+
+
+def _distinct_keys(
+    series: pd.Series, values: FloatArray, text: _Text | None, edges: FloatArray | None
+) -> tuple[IntArray, npt.NDArray[np.object_]]:
+    """Each row's index into the distinct evaluation keys of its column, and those keys.
+
+    A row's key is its bin, else its ``%g`` spelling, and where it is not a number its label (a
+    null's is :data:`NULL_LABEL`). Text is keyed once per distinct value, except with a -0 among
+    the numbers: :func:`_spell` keeps one of -0 and 0 (a NaN is spelled as 0 first), whichever its
+    sort puts first among the values it is given, so only the same values give the same spelling.
+    """
+    if text is not None and not np.any((values == 0) & np.signbit(values)):
+        keys, nan = _spelled(text.numbers, edges)
+        keys[nan] = [NULL_LABEL if v is None else v for v in text.values[nan].tolist()]  # _labels of a str: itself
+        return text.rows, keys
+    keys, nan = _spelled(values, edges)
+    if nan.any():  # a value that is not a number keeps its own label
+        keys[nan] = _labels(series[nan])
+    index, distinct = pd.factorize(keys)
+    return np.asarray(index, dtype=np.int64), np.asarray(distinct, dtype=object)
+
+
 def _codes(
     real: pa.ChunkedArray, synthetic: pa.ChunkedArray, bins: int
 ) -> tuple[IntArray, IntArray, int, list[str]]:
     """Common evaluation codes of one column in both tables; returns the code count and labels too."""
     rs, ss = _series(real), _series(synthetic)
-    rv, sv = _numbers(rs), _numbers(ss)
+    (rv, r_text), (sv, s_text) = _numbers(rs), _numbers(ss)
     with np.errstate(all="ignore"):  # infinities make NaN quantiles, as in the evaluator's script
         edges = _edges(rv, bins)
-    keys: list[npt.NDArray[np.object_]] = []
-    for series, values in ((rs, rv), (ss, sv)):
-        nan = np.isnan(values)
-        if edges is not None:
-            with np.errstate(all="ignore"):
-                found = np.searchsorted(edges, np.where(nan, 0.0, values), side="right") - 1
-            bin_index = np.clip(found, 0, len(edges) - 2)
-            spelled = np.array([f"#bin{i}" for i in range(len(edges) - 1)], dtype=object)[bin_index]
-        else:
-            spelled = _spell(np.where(nan, 0.0, values))
-        if nan.any():  # a value that is not a number keeps its own label
-            spelled[nan] = _labels(series[nan])
-        keys.append(spelled)
+    (r_rows, r_keys), (s_rows, s_keys) = _distinct_keys(rs, rv, r_text, edges), _distinct_keys(ss, sv, s_text, edges)
     # Numbered in the keys' sorted order, as np.unique over every row's key would, but sorting distinct keys only.
-    first, distinct = pd.factorize(np.concatenate(keys))
-    names, inverse = np.unique(np.asarray(distinct, dtype=str), return_inverse=True)
-    codes = np.asarray(inverse.reshape(-1), dtype=np.int64)[first]
+    names, inverse = np.unique(np.asarray(np.concatenate([r_keys, s_keys]), dtype=str), return_inverse=True)
+    ranks = np.asarray(inverse.reshape(-1), dtype=np.int64)
     labels: list[str] = [str(x) for x in names.tolist()]
     if edges is not None:
         cuts = [f"{x:g}" for x in edges]
@@ -117,7 +158,7 @@ def _codes(
         labels = [readable.get(x, "<null>" if x == NULL_LABEL else x) for x in labels]
     else:
         labels = ["<null>" if x == NULL_LABEL else x for x in labels]
-    return codes[: len(rs)], codes[len(rs):], len(names), labels
+    return ranks[: len(r_keys)][r_rows], ranks[len(r_keys):][s_rows], len(names), labels
 
 
 DENSE_CELLS = 1 << 22
@@ -140,7 +181,10 @@ def _joint_tvd(columns: Sequence[IntArray], sizes: Sequence[int], n_real: int) -
     """:func:`joint_tvd` of columns given as real rows then synthetic rows, with their code counts."""
     if float(np.prod([float(x) for x in sizes])) <= max(4.0 * len(columns[0]), DENSE_CELLS):
         # The product of the sizes is small: count it densely, as the evaluator does (the same figure).
-        cell = np.ravel_multi_index(columns, sizes) if len(columns) > 1 else columns[0]
+        cell = columns[0]
+        for column, size in zip(columns[1:], sizes[1:], strict=True):  # np.ravel_multi_index's cells, faster
+            cell = cell * size
+            cell += column
         return _tvd_of_cells(cell, n_real, int(np.prod(sizes)))
     key = columns[0]
     for other in columns[1:]:

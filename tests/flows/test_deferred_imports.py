@@ -58,3 +58,40 @@ def test_great_expectations_imports_without_altair_and_scipy_stats_which_still_w
         "print(stats.norm.cdf(0.0), kl.alt.Chart is sys.modules['altair'].Chart, kl.stats.entropy is stats.entropy)\n"
     )
     assert _run(code).splitlines() == ["_Deferred _Deferred", "0.5 True True"]
+
+
+def test_a_check_command_defers_more_and_holds_the_collector_and_still_finds_every_failure(tmp_path):
+    """``check`` in a process of its own: jsonschema, mistune and asyncio are stand-ins until used, the
+    collector is paused while Great Expectations is imported and back on (imports frozen) to validate."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(ROOT / "examples" / "adult" / "adult.parquet")
+    ages = table.column("age").to_pylist()
+    ages[5] = 300
+    pq.write_table(table.set_column(0, "age", pa.array(ages, table.schema.field("age").type)), tmp_path / "bad.parquet")
+    probe = tmp_path / "probe.txt"
+    code = (
+        "import atexit, gc, os, sys\n"
+        "def probe():\n"  # an exit handler: runs inside the command's own exit (exit_now)
+        "    names = ('jsonschema', 'mistune', 'asyncio', 'altair', 'scipy.stats')\n"
+        "    kinds = [type(sys.modules[n]).__name__ for n in names]\n"
+        "    import asyncio, jsonschema, mistune\n"
+        "    used = (asyncio.run(asyncio.sleep(0, 'ran')),\n"
+        "            jsonschema.Draft7Validator({'type': 'integer'}).is_valid(3), mistune.html('*x*').strip())\n"
+        f"    with open({str(probe)!r}, 'w') as out:\n"
+        "        print(*kinds, gc.isenabled(), gc.get_freeze_count() > 0, os.environ['OPENBLAS_NUM_THREADS'], *used,\n"
+        "              'sqlalchemy' in sys.modules and sys.modules['sqlalchemy'] is None, file=out)\n"
+        "atexit.register(probe)\n"
+        f"sys.argv = ['dprelease', 'check', {str(ROOT / 'examples' / 'adult' / 'schema.yaml')!r}, "
+        f"{str(tmp_path / 'bad.parquet')!r}]\n"
+        "from dprelease.flows.cli import main\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**env, "DPRELEASE_HOME": str(tmp_path)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "column 'age': values must be between 17 and 90" in out.stdout
+    assert probe.read_text().split() == ["_Deferred"] * 5 + ["True", "True", "1", "ran", "True", "<p><em>x</em></p>",
+                                                              "True"]

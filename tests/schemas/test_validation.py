@@ -231,6 +231,30 @@ def test_build_suite_follows_the_schema():
     assert {e.expectation_type for e in only_exists.expectations} == {exists}
 
 
+def test_the_suite_holds_what_ge_would_keep_adding_one_at_a_time():
+    """Handed to GE at once, with GE's own duplicates dropped: equal type and arguments (the rule text aside)."""
+    import dataclasses
+
+    import great_expectations as gx
+
+    gx.get_context(mode="ephemeral")  # GE's add_expectation looks the suite up in the current context
+    age, hours = SCHEMA.columns[:2]
+    other_bounds = dataclasses.replace(hours, max=50.0)
+    doubled = dataclasses.replace(SCHEMA, columns=(*SCHEMA.columns, age, other_bounds))
+    ours = build_suite(doubled).expectations
+    one_at_a_time = gx.ExpectationSuite(name="one-at-a-time")
+    for expectation in ours + build_suite(SCHEMA).expectations:  # every one offered twice
+        one_at_a_time.add_expectation(expectation.copy(update={"id": None}))
+
+    def args(suite_expectations: list) -> list[tuple[str, dict]]:
+        return [(e.expectation_type, e.dict(exclude={"id", "meta", "notes", "rendered_content"}))
+                for e in suite_expectations]
+
+    assert args(ours) == args(one_at_a_time.expectations)
+    assert len(ours) == len(build_suite(SCHEMA).expectations) + 1  # the second age dropped, hours' other bounds kept
+    assert ours[-1].max_value == 50.0 and ours[-1].meta["dprelease_rule"] == "values must be between 0 and 50"
+
+
 # ---------------------------------------------------------------------------------------------
 # No value from the table leaves validate_table
 
