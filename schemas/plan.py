@@ -22,6 +22,7 @@ from dprelease.dp.accounting.budget import (
 from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.cliques import ROOT_AUTO, PlannedCliques
+from dprelease.dp.measurement.cover import NOISE_CAP, PAIRS_PER_ROUND
 from dprelease.dp.measurement.marginals import marginal_key
 from dprelease.dp.statistics.aggregate import SampleAndAggregate
 from dprelease.dp.statistics.clipping import ClipBounds
@@ -227,6 +228,11 @@ class ReleasePlan:
                        f"{unit}={float(c.clique_budget.amount):.6g} each; root "
                        + (f"chosen privately among the tree's leaves (epsilon={float(c.root_budget.epsilon):.6g})"
                           if c.root_budget else f"{c.root or 'the hub of the chosen tree'}"))
+            if c.parent_budget:
+                out.append(f"    cliques: a second parent whose clique would hold more expected noise than "
+                           f"{NOISE_CAP:g}x the noisy rows is left out; a round so freed picks up to "
+                           f"{PAIRS_PER_ROUND} extra pairs (epsilon/{PAIRS_PER_ROUND} each), measured with half "
+                           f"its clique's {unit} (1/{PAIRS_PER_ROUND} of that each)")
         return out
 
 

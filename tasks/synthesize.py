@@ -125,7 +125,7 @@ def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: 
     # Every marginal agrees with the best 1-way estimates (and with the hierarchies' leaf counts).
     consistent = consistent_marginals(marginals, total, exact)
     if measured.cliques:
-        cliques = [m.columns for m in measured.cliques]
+        cliques = list(getattr(measured, "model", None) or [m.columns for m in measured.cliques])
         fitted = [*measured.cliques, *measured.marginals]
     else:
         # Hierarchy columns first: each becomes the root of its part of the forest, sampled exactly.

@@ -362,7 +362,9 @@ MEASURED_START_SMOOTHING = 1.0
 def measured_start(tree: JunctionTree, measurements: Sequence[Marginal], total: float) -> list[FloatArray] | None:
     """Log-potentials of the model whose cliques are the noisy clique measurements themselves, or None.
 
-    Every clique measured whole (in any column order) whose expected noise is below its signal
+    Every clique measured whole (in any column order), or, when none measures it whole, through its largest
+    measurement that holds its child (a clique grown to hold an extra pair: :mod:`dp.measurement.cover`; the
+    start is then constant in the columns that measurement lacks), whose expected noise is below its signal
     (sqrt(2/π) σ per cell, summed, under ``total`` rows: public quantities) starts at log P(clique) -
     log P(separator) of its noisy table, negative counts clipped to 0 and :data:`MEASURED_START_SMOOTHING`
     added to every cell; any other clique starts at zero (uniform given its separator). This is the
@@ -376,21 +378,26 @@ def measured_start(tree: JunctionTree, measurements: Sequence[Marginal], total: 
     against .0353 over 6 releases each); with this rule, paired, Adult ε = 1 .0353 -> .0351 and ACS MA
     ε = 1 .0794 -> .0795 (6 sets each). ``benchmarks/results/synthesis_fit.json``.
     """
-    by_columns = {frozenset(m.columns): m for m in measurements if len(m.columns) > 1}
+    whole = {frozenset(m.columns) for m in measurements}
+    usable = [m for m in measurements if len(m.columns) > 1 and _noise_l1(m) < total]
     start: list[FloatArray] = []
     found = False
     for clique, separator in zip(tree.cliques, tree.separators, strict=True):
-        m = by_columns.get(frozenset(clique))
-        if m is None or len(m.columns) != len(clique) or _noise_l1(m) >= total:
+        inside = [m for m in usable if (set(m.columns) == set(clique) if frozenset(clique) in whole
+                                         else set(m.columns) <= set(clique) and clique[-1] in m.columns)]
+        m = max(inside, key=lambda x: len(x.columns), default=None)
+        if m is None:
             start.append(np.zeros(tuple(tree.sizes[c] for c in clique)))
             continue
         found = True
-        table = np.transpose(np.asarray(m.values, dtype=np.float64), [m.columns.index(c) for c in clique])
+        columns = tuple(c for c in clique if c in m.columns)
+        table = np.transpose(np.asarray(m.values, dtype=np.float64), [m.columns.index(c) for c in columns])
         table = np.maximum(table, 0.0) + MEASURED_START_SMOOTHING
         log = np.log(table / table.sum())
-        if separator:
-            log = log - _align(_sum_to(log, clique, separator, log=True), separator, clique)
-        start.append(log)
+        given = tuple(c for c in separator if c in columns)
+        if given:
+            log = log - _align(_sum_to(log, columns, given, log=True), given, columns)
+        start.append(np.broadcast_to(_align(log, columns, clique), tuple(tree.sizes[c] for c in clique)).copy())
     return start if found else None
 
 
