@@ -229,8 +229,9 @@ class ReleasePlan:
                        + (f"chosen privately among the tree's leaves (epsilon={float(c.root_budget.epsilon):.6g})"
                           if c.root_budget else f"{c.root or 'the hub of the chosen tree'}"))
             if c.parent_budget:
-                out.append(f"    cliques: a second parent whose clique would hold more expected noise than "
-                           f"{NOISE_CAP:g}x the noisy rows is left out; a round so freed picks up to "
+                out.append(f"    cliques: unless a clique of {c.bins}^3 cells would hold more expected noise than the "
+                           "noisy rows (then second parents pay AIM's noise penalty), a second parent whose clique "
+                           f"would hold more than {NOISE_CAP:g}x is left out; each round so freed picks up to "
                            f"{PAIRS_PER_ROUND} extra pairs (epsilon/{PAIRS_PER_ROUND} each), measured with half "
                            f"its clique's {unit} (1/{PAIRS_PER_ROUND} of that each)")
         return out

@@ -16,7 +16,9 @@ A measurement must lie inside one clique of the fitted model, so the model's cli
 earlier, ``early``, is added as one more parent to every clique on the junction-tree path from the later
 column's clique up to the nearest clique that holds ``early`` (:func:`cover_pair`; the result is again a
 junction tree in sampling order). The model's cells may grow only to :data:`MODEL_GROWTH` times the measured
-cliques' cells (a bound on the fit's CPU), so a pair whose path would take more is not a candidate.
+cliques' cells, so a pair whose path would take more is not a candidate; the fit starts a grown clique from
+every measurement of its child (:func:`dp.synthesis.junction.measured_start`) and takes fewer steps in
+proportion to its growth (:func:`dp.synthesis.junction.fit_steps`).
 
 >>> cover_pair([("a", "b"), ("a", "b", "c"), ("c", "d")], "a", "d")
 [('a', 'b'), ('a', 'b', 'c'), ('c', 'a', 'd')]
@@ -46,8 +48,13 @@ NOISE_CAP = 1.0
 The same line as :func:`dp.synthesis.junction.measured_start`'s gate: beyond it a clique's table is more noise
 than signal (public quantities only)."""
 
-MODEL_GROWTH = 2.0
-"""The model's cells after covering extra pairs stay within this multiple of the measured cliques' cells."""
+MODEL_GROWTH = 4.0
+"""The model's cells after covering extra pairs stay within this multiple of the measured cliques' cells.
+
+The fit then takes fewer steps in proportion (:data:`dp.synthesis.junction.FIT_CELL_STEPS`), so the estimate
+stage's CPU stays near that of the ungrown model. At 2 (Adult ε = 3) age × education could not be covered
+(education joins three cliques on the way: +33 k cells against 12 k measured) and tvd2 was .0273 against .0257
+at 4 (6 seeds each, in process, with the full number of steps; ``docs/research/synthesis.md`` §6.4)."""
 
 PAIRS_PER_ROUND = 3
 """Extra pairs bought by each freed round: its epsilon and its clique's freed half budget are split this many ways.

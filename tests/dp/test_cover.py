@@ -11,11 +11,21 @@ from dprelease.dp.accounting.budget import PureBudget
 from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.cliques import PlannedCliques, freed_rounds, select_cliques
-from dprelease.dp.measurement.cover import capped, cover_pair, extra_candidates, select_extra_pairs
+from dprelease.dp.measurement.cover import capped, cover_pair, extra_candidates, residual_scores, select_extra_pairs
 from dprelease.dp.measurement.draws import measure_plan
 from dprelease.dp.measurement.marginals import ColumnDomain
+from dprelease.dp.mechanisms.noise import additive_mechanism, measure
 from dprelease.dp.mechanisms.random import secure_noise
-from dprelease.dp.synthesis.junction import JunctionTree, junction_parents
+from dprelease.dp.synthesis.junction import (
+    FIT_CELL_STEPS,
+    ITERATIONS,
+    JunctionTree,
+    Marginal,
+    fit_steps,
+    junction_parents,
+    measured_start,
+)
+from dprelease.dp.synthesis.noisy import NoisyMarginal
 from dprelease.schemas.plan import PlannedMeasurement
 
 
@@ -102,7 +112,7 @@ def test_a_release_books_the_extra_pairs_before_drawing_them_and_replays_them(co
     exact = {(d.name,): np.bincount(rows[:, i], minlength=d.size) for i, d in enumerate(domains)}
     big, small = PureBudget(Fraction(2)), PureBudget(Fraction(1, 10))  # cliques at scale 10: σ ≈ 14
     pairs = tuple((a, b) for i, a in enumerate("abcd") for b in "abcd"[i + 1:])
-    planned = PlannedCliques(3, big, 2, big, pairs, small, 8, None)
+    planned = PlannedCliques(3, big, 2, big, pairs, small, 2, None)  # a typical clique (2³ cells) is not capped
     plan = [PlannedMeasurement("one_way", (d.name,), big) for d in domains]
     measured = measure_plan(plan, exact, {}, domains, context, 1, cliques=planned, count_coarse=count_coarse)
     junction = measured.junction
@@ -125,3 +135,48 @@ def test_a_release_books_the_extra_pairs_before_drawing_them_and_replays_them(co
     assert replayed is not None and len(_queries(context)) == booked  # replayed, not redrawn
     assert replayed.model == junction.model
     assert [m.counts.tolist() for m in replayed.cliques] == [m.counts.tolist() for m in junction.cliques]
+
+
+def test_one_row_moves_the_residual_score_by_at_most_one(context):
+    generator = np.random.default_rng(7)  # test data
+    cliques = [("a", "b"), ("a", "b", "c"), ("c", "d")]
+    sizes = {"a": 2, "b": 3, "c": 2, "d": 4}
+    mechanism = additive_mechanism(PureBudget(Fraction(10)), 1)
+    measured = []  # noisy cliques, drawn and booked: the public model the score is measured against
+    for clique in cliques:
+        shape = tuple(sizes[c] for c in clique)
+        noisy, record = measure(mechanism, generator.integers(0, 40, size=int(np.prod(shape))), context,
+                                stage="cliques", query=f"clique({','.join(clique)})")
+        measured.append(NoisyMarginal(clique, shape, noisy, record))
+    candidates = extra_candidates(cliques, {("a", "d"): 0.0, ("b", "d"): 0.0}, sizes, 10**6)
+    assert [p for p, _ in candidates] == [("a", "d"), ("b", "d")]
+    exact = {("a", "d"): generator.integers(0, 30, size=8), ("b", "d"): generator.integers(0, 30, size=12)}
+    before = residual_scores(candidates, measured, exact, sizes, 300.0)
+    for cell in range(8):
+        moved = {**exact, ("a", "d"): exact[("a", "d")] + np.eye(8, dtype=np.int64)[cell]}
+        after = residual_scores(candidates, measured, moved, sizes, 300.0)
+        assert abs(after[0] - before[0]) <= 1 + 1e-9 and after[1] == before[1]
+
+
+def test_a_grown_model_takes_fewer_steps_and_starts_from_every_measurement_of_its_child():
+    sizes = {"a": 2, "b": 3, "c": 4}
+    generator = np.random.default_rng(11)  # test data
+    joint = generator.dirichlet(np.ones(24)).reshape(2, 3, 4) * 5000  # over (a, b, c)
+    bc, ac = joint.sum(axis=0), joint.sum(axis=1)
+    ab = joint.sum(axis=2)
+    measured = [Marginal(("a", "b"), ab, 1.0), Marginal(("b", "c"), bc, 1.0), Marginal(("a", "c"), ac, 1.0)]
+    plain = JunctionTree((("a", "b"), ("b", "c")), (None, 0), sizes)
+    assert fit_steps(plain, measured) == ITERATIONS  # every clique measured whole: the former steps
+    grown = JunctionTree((("a", "b"), ("b", "a", "c")), (None, 0), sizes)  # (b, c) grew by a to hold (a, c)
+    assert fit_steps(grown, measured) == round(ITERATIONS * FIT_CELL_STEPS * 6 / 30)
+    start = measured_start(grown, measured, 5000.0)
+    assert start is not None
+    conditional = np.exp(start[1])
+    assert np.allclose(conditional.sum(axis=2), 1.0)  # P(c | b, a)
+    smoothed_bc, smoothed_ac = bc + 1.0, ac + 1.0
+    p_c = smoothed_bc.sum(axis=0) / smoothed_bc.sum()
+    expected = (smoothed_bc / smoothed_bc.sum(axis=1, keepdims=True))[:, None, :] \
+        * (smoothed_ac / smoothed_ac.sum(axis=1, keepdims=True))[None, :, :] / p_c
+    p_c_ac = smoothed_ac.sum(axis=0) / smoothed_ac.sum()
+    expected = expected * p_c / p_c_ac  # the second table's own P(c) is divided out
+    assert np.allclose(conditional, expected / expected.sum(axis=2, keepdims=True))
