@@ -135,6 +135,13 @@ def test_a_release_books_the_extra_pairs_before_drawing_them_and_replays_them(co
     assert replayed is not None and len(_queries(context)) == booked  # replayed, not redrawn
     assert replayed.model == junction.model
     assert [m.counts.tolist() for m in replayed.cliques] == [m.counts.tolist() for m in junction.cliques]
+    # where a typical clique (8³ cells) is itself noise-dominated, AIM's penalty applies instead: nothing is capped
+    context.ledger.reserve("pop", "r2", PureBudget(Fraction(50)))
+    other = ReleaseContext(context.ledger, "r2", "pure", secure_noise())
+    dominated = PlannedCliques(3, big, 2, big, pairs, small, 8, None)
+    plain = measure_plan(plan, exact, {}, domains, other, 1, cliques=dominated, count_coarse=count_coarse).junction
+    assert plain is not None and plain.model == [m.columns for m in plain.cliques]
+    assert not any("extra pair" in c.query for c in context.ledger.charges(release_id="r2"))
 
 
 def test_one_row_moves_the_residual_score_by_at_most_one(context):
