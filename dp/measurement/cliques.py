@@ -41,6 +41,7 @@ from dprelease.dp.accounting.budget import Budget, PureBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import InternalError, ParameterError
 from dprelease.dp.measurement.cover import (
+    EXTRA_PAIR_QUERY,
     MODEL_GROWTH,
     NOISE_CAP,
     PAIRS_PER_ROUND,
@@ -463,7 +464,7 @@ def measure_junction(
         records += extra_records
         for pair in extra:
             noisy, record = measure(additive_mechanism(per_pair, sensitivity), _pair_counts(pairs, pair, coarse_sizes),
-                                    context, stage="cliques", query=f"extra pair({','.join(pair)})")
+                                    context, stage="cliques", query=f"{EXTRA_PAIR_QUERY}{','.join(pair)})")
             measured.append(NoisyMarginal(pair, tuple(coarse_sizes[c] for c in pair), noisy, record))
     triples.clear()
     pairs.clear()

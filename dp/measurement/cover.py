@@ -42,6 +42,9 @@ from dprelease.dp.synthesis.noisy import NoisyMarginal
 
 Clique = tuple[str, ...]
 
+EXTRA_PAIR_QUERY = "extra pair("
+"""The ledger query of an extra pair's measurement starts so: ``extra pair(a,b)``."""
+
 NOISE_CAP = 1.0
 """A clique is not measured whole when its expected L1 noise would exceed this multiple of the noisy row count.
 
