@@ -232,8 +232,9 @@ class ReleasePlan:
                 out.append(f"    cliques: unless a clique of {c.bins}^3 cells would hold more expected noise than the "
                            "noisy rows (then second parents pay AIM's noise penalty), a second parent whose clique "
                            f"would hold more than {NOISE_CAP:g}x is left out; each round so freed picks up to "
-                           f"{PAIRS_PER_ROUND} extra pairs (epsilon/{PAIRS_PER_ROUND} each), measured with half "
-                           f"its clique's {unit} (1/{PAIRS_PER_ROUND} of that each)")
+                           f"{PAIRS_PER_ROUND} extra pairs (its loss split {PAIRS_PER_ROUND} ways), measured with half "
+                           f"its clique's {unit} (1/{PAIRS_PER_ROUND} of that each; a share no pair takes "
+                           "measures the clique again)")
         return out
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import Budget, PureBudget
+from dprelease.dp.accounting.budget import Budget, PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import InternalError, ParameterError
 from dprelease.dp.measurement.cover import (
@@ -48,6 +48,8 @@ from dprelease.dp.measurement.cover import (
     cells,
     extra_candidates,
     select_extra_pairs,
+    sub_round_budget,
+    unused_shares,
 )
 from dprelease.dp.measurement.marginals import ColumnDomain
 from dprelease.dp.measurement.structure import independence_scores, select_spanning_tree
@@ -454,9 +456,9 @@ def measure_junction(
         measured.append(NoisyMarginal(clique, tuple(coarse_sizes[c] for c in clique), noisy, record))
     model = list(cliques)
     if freed and planned.parent_budget is not None:
-        # each freed round is split into PAIRS_PER_ROUND rounds (epsilon / PAIRS_PER_ROUND each: no more loss
-        # under pure DP, less than the round's under zCDP's bounded range)
-        run_budget = PureBudget(planned.parent_budget.epsilon / PAIRS_PER_ROUND)
+        # each freed round is split into PAIRS_PER_ROUND rounds that together cost what it would have
+        run_budget = sub_round_budget(planned.parent_budget, PAIRS_PER_ROUND,
+                                      zcdp=isinstance(planned.clique_budget, ZCDPBudget))
         extra, model, extra_records = select_extra_pairs(
             cliques, PAIRS_PER_ROUND * len(freed), scores, coarse_sizes, run_budget, context,
             score_sensitivity=sensitivity, cell_limit=limit, measured=measured,
@@ -466,6 +468,12 @@ def measure_junction(
             noisy, record = measure(additive_mechanism(per_pair, sensitivity), _pair_counts(pairs, pair, coarse_sizes),
                                     context, stage="cliques", query=f"{EXTRA_PAIR_QUERY}{','.join(pair)})")
             measured.append(NoisyMarginal(pair, tuple(coarse_sizes[c] for c in pair), noisy, record))
+        for i, shares in unused_shares(freed, len(extra)).items():  # no share left unspent: the clique again
+            again = type(per_pair)(per_pair.amount * shares)
+            counts = _pair_counts(pairs, cliques[i], coarse_sizes)
+            noisy, record = measure(additive_mechanism(again, sensitivity), counts, context, stage="cliques",
+                                    query=f"clique({','.join(cliques[i])}) again")
+            measured.append(NoisyMarginal(cliques[i], tuple(coarse_sizes[c] for c in cliques[i]), noisy, record))
     triples.clear()
     pairs.clear()
     return MeasuredJunction(measured, records, maps, list(tree), model)

@@ -33,7 +33,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import PureBudget
+from dprelease.dp.accounting.budget import (
+    PureBudget,
+    ZCDPBudget,
+    bounded_range_from_zcdp_share,
+    zcdp_from_bounded_range,
+)
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selection
 from dprelease.dp.synthesis.arrays import sum_to
@@ -66,6 +71,47 @@ A pair of two coarse columns has a few hundred cells against a 3-clique's thousa
 clique's budget still measures it far below its rows' signal (public: domain sizes and the plan's budget)."""
 
 _L1_PER_CELL = float(np.sqrt(2 / np.pi))
+
+
+def unused_shares(freed: Sequence[int], pairs: int, per_round: int = PAIRS_PER_ROUND) -> dict[int, int]:
+    """The extra-pair shares that ``pairs`` chosen pairs leave unused, handed back to the freed cliques in turn.
+
+    Each freed clique's half budget was cut into ``per_round`` pair shares; a share no pair took (the
+    candidates ran out under the cell limit) measures its clique once more instead of staying unspent.
+    Public: the freed cliques and the number of chosen pairs are DP outputs.
+
+    >>> unused_shares([2, 5], 4)
+    {2: 1, 5: 1}
+    >>> unused_shares([2, 5], 1)
+    {2: 3, 5: 2}
+    >>> unused_shares([2], 3)
+    {}
+    """
+    unused = per_round * len(freed) - pairs
+    shares = {index: unused // len(freed) + (1 if k < unused % len(freed) else 0) for k, index in enumerate(freed)}
+    return {index: n for index, n in shares.items() if n > 0}
+
+
+def sub_round_budget(round_budget: PureBudget, rounds: int, *, zcdp: bool) -> PureBudget:
+    """The epsilon of each of ``rounds`` exponential-mechanism rounds that together cost one round of ``round_budget``.
+
+    Under pure DP the epsilons add: epsilon / rounds. Under zCDP (how a release books its selections) each
+    round is epsilon-bounded-range, (epsilon² / 8)-zCDP, so the rhos add: epsilon / sqrt(rounds), rounded
+    down to a short decimal (towards more noise). Splitting epsilon by ``rounds`` there would leave
+    1 - 1 / rounds of the freed round's rho unspent.
+
+    >>> from fractions import Fraction
+    >>> sub_round_budget(PureBudget(Fraction(3, 10)), 3, zcdp=False).epsilon
+    Fraction(1, 10)
+    >>> part = sub_round_budget(PureBudget(Fraction(3, 10)), 3, zcdp=True)
+    >>> 3 * zcdp_from_bounded_range(part).rho <= zcdp_from_bounded_range(PureBudget(Fraction(3, 10))).rho
+    True
+    >>> float(part.epsilon) > 0.1732
+    True
+    """
+    if not zcdp:
+        return PureBudget(round_budget.epsilon / rounds)
+    return bounded_range_from_zcdp_share(ZCDPBudget(zcdp_from_bounded_range(round_budget).rho / rounds))
 
 
 def capped(sigma: float, cells: int, total: float, cap: float = NOISE_CAP) -> bool:
