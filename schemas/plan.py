@@ -22,6 +22,7 @@ from dprelease.dp.accounting.budget import (
 from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.cliques import ROOT_AUTO, PlannedCliques
+from dprelease.dp.measurement.cover import NOISE_CAP, PAIRS_PER_ROUND
 from dprelease.dp.measurement.marginals import marginal_key
 from dprelease.dp.statistics.aggregate import SampleAndAggregate
 from dprelease.dp.statistics.clipping import ClipBounds
@@ -227,6 +228,13 @@ class ReleasePlan:
                        f"{unit}={float(c.clique_budget.amount):.6g} each; root "
                        + (f"chosen privately among the tree's leaves (epsilon={float(c.root_budget.epsilon):.6g})"
                           if c.root_budget else f"{c.root or 'the hub of the chosen tree'}"))
+            if c.parent_budget:
+                out.append(f"    cliques: unless a clique of {c.bins}^3 cells would hold more expected noise than the "
+                           "noisy rows (then second parents pay AIM's noise penalty), a second parent whose clique "
+                           f"would hold more than {NOISE_CAP:g}x is left out; each round so freed picks up to "
+                           f"{PAIRS_PER_ROUND} extra pairs (its loss split {PAIRS_PER_ROUND} ways), measured with half "
+                           f"its clique's {unit} (1/{PAIRS_PER_ROUND} of that each; a share no pair takes "
+                           "measures the clique again)")
         return out
 
 

@@ -62,6 +62,8 @@ class Measured:
     """``cliques: auto``: the spanning tree chosen privately."""
     domains: tuple[ColumnDomain, ...] = ()
     """Every measured column's public domain (schema and discovered bounds), built once, here."""
+    model: list[tuple[str, ...]] = field(default_factory=list)
+    """``cliques: auto``: the fitted model's cliques (the measured ones grown to hold the extra pairs)."""
 
     def records(self) -> list[MeasurementRecord]:
         """Every measurement's provenance: selections, marginals, hierarchy levels."""
@@ -243,7 +245,7 @@ def _measure(
     if junction is not None:
         get_run_logger().info("chose a junction tree privately and measured %d cliques", len(junction.cliques))
         return Measured(marginals, levels, junction.records, junction.cliques, junction.maps, junction.tree,
-                        tuple(domains))
+                        tuple(domains), junction.model)
     get_run_logger().info("measured %d marginals and %d hierarchy levels (%d noisy cells)%s", len(marginals),
                           len(levels), sum(len(r.counts) for r in marginals) + sum(len(x.counts) for x in levels),
                           f"; {len(measured.selection)} pairs chosen privately" if measured.selection else "")

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger
 
 from dprelease.dp.measurement.bounds import DiscoveredBounds
+from dprelease.dp.measurement.cover import EXTRA_PAIR_QUERY
 from dprelease.dp.measurement.marginals import ColumnDomain
 from dprelease.dp.mechanisms.random import synthetic_generator
 from dprelease.dp.synthesis.consistency import hierarchy_counts
@@ -50,6 +51,8 @@ class Estimate:
     """Leaf counts that the synthetic table reproduces exactly (each hierarchy's column)."""
     domains: tuple[ColumnDomain, ...] = ()
     """Every column's public domain, as the measurement stage built it."""
+    chosen: tuple[tuple[str, ...], ...] = ()
+    """``cliques: auto``: the cliques chosen privately and measured (the model's may have grown to hold extra pairs)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ class SynthesisResult:
         table_file: Path of the synthetic table, relative to the release folder.
         marginal_files: Paths of the published post-processed marginals.
         model_edges: The (parent, child) edges of the fitted model.
-        cliques: The model's cliques, (parents..., child) in sampling order.
+        cliques: The model's cliques, (parents..., child) in sampling order: for ``cliques: auto`` the cliques
+            chosen privately and measured (the fitted model's may have grown to hold extra pairs).
     """
 
     rows: int
@@ -125,14 +129,15 @@ def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: 
     # Every marginal agrees with the best 1-way estimates (and with the hierarchies' leaf counts).
     consistent = consistent_marginals(marginals, total, exact)
     if measured.cliques:
-        cliques = [m.columns for m in measured.cliques]
+        cliques = list(getattr(measured, "model", None) or [m.columns for m in measured.cliques])
         fitted = [*measured.cliques, *measured.marginals]
     else:
         # Hierarchy columns first: each becomes the root of its part of the forest, sampled exactly.
         names = [*exact, *[d.name for d in domains if d.name not in exact]]
         cliques, fitted = forest_cliques(names, marginals)
     model = fit_junction(cliques, fitted, measured.maps, consistent, {d.name: d.size for d in domains}, total)
-    return Estimate(total, consistent, model, hierarchies, exact, measured.domains)
+    chosen = tuple(m.columns for m in measured.cliques if not m.measurement.query.startswith(EXTRA_PAIR_QUERY))
+    return Estimate(total, consistent, model, hierarchies, exact, measured.domains, chosen)
 
 
 def _coarse_labels(labels: tuple[str, ...], fine_to_coarse: npt.NDArray[np.int64] | None) -> list[str]:
@@ -208,4 +213,5 @@ def sample_synthetic(
                                   _metadata(plan, version))
     get_run_logger().info("sampled %d synthetic rows (seed %d) from a junction tree of %d cliques over %d columns",
                           estimate.rows, plan.seed, len(model.cliques), len(domains))
-    return SynthesisResult(estimate.rows, table_file, tuple(files), tuple(model.edges()), tuple(model.cliques))
+    return SynthesisResult(estimate.rows, table_file, tuple(files), tuple(model.edges()),
+                           tuple(getattr(estimate, "chosen", ()) or model.cliques))

@@ -37,9 +37,20 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dprelease.dp.accounting.budget import Budget, PureBudget
+from dprelease.dp.accounting.budget import Budget, PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.errors import InternalError, ParameterError
+from dprelease.dp.measurement.cover import (
+    EXTRA_PAIR_QUERY,
+    MODEL_GROWTH,
+    NOISE_CAP,
+    PAIRS_PER_ROUND,
+    cells,
+    extra_candidates,
+    select_extra_pairs,
+    sub_round_budget,
+    unused_shares,
+)
 from dprelease.dp.measurement.marginals import ColumnDomain
 from dprelease.dp.measurement.structure import independence_scores, select_spanning_tree
 from dprelease.dp.mechanisms.noise import additive_mechanism, measure
@@ -252,6 +263,8 @@ def select_cliques(
     score_sensitivity: int,
     stage: str = "selection",
     noise_sd: float = 0.0,
+    clique_sd: float = 0.0,
+    noise_cap: float = float("inf"),
 ) -> tuple[list[Clique], list[MeasurementRecord]]:
     """The cliques of a degree-2 junction tree along ``order``, second parents chosen by the exponential mechanism.
 
@@ -267,6 +280,11 @@ def select_cliques(
             (McKenna et al. 2022): each candidate's score loses the L1 error its extra cells would add,
             sqrt(2/π)·σ·(|pa||q||ch| − |pa||ch|), and "no second parent" (the clique (pa, ch), score 0)
             is a candidate too. The penalties are public, so the sensitivity is unchanged.
+        clique_sd: The cliques' noise scale σ (public), for ``noise_cap``.
+        noise_cap: A candidate q whose clique would hold more expected noise than this,
+            sqrt(2/π)·σ·|pa||q||ch| > ``noise_cap`` (:func:`dp.measurement.cover.capped`: public quantities), is
+            left out; when every candidate is, the child gets (pa, ch) and no round is run (its round is *freed*:
+            :func:`freed_rounds`).
 
     Returns:
         The cliques, each (pa, q, ch) or (pa, ch), in order; and each selection's record (a selection
@@ -279,6 +297,8 @@ def select_cliques(
         if parent is None:
             continue
         partners = list(dict.fromkeys(q for clique in cliques if parent in clique for q in clique if q != parent))
+        partners = [q for q in partners
+                    if NOISE_L1_PER_CELL * clique_sd * shapes[parent] * shapes[q] * shapes[child] <= noise_cap]
         if not partners:
             cliques.append((parent, child))
             continue
@@ -337,16 +357,20 @@ class MeasuredJunction:
     """What :func:`measure_junction` releases (DP outputs).
 
     Attributes:
-        cliques: The noisy cliques, each (parents..., child) in coarse codes, in sampling order.
+        cliques: The noisy cliques, each (parents..., child) in coarse codes, in sampling order, then the
+            extra pairs.
         records: The selections' records (spanning tree, then second parents).
         maps: The public fine-to-coarse maps of the numeric columns (from the noisy 1-ways).
         tree: The spanning tree chosen privately.
+        model: The fitted model's cliques, (parents..., child) in sampling order: the chosen cliques, grown
+            to hold the extra pairs (:mod:`dp.measurement.cover`).
     """
 
     cliques: list[NoisyMarginal]
     records: list[MeasurementRecord]
     maps: dict[str, IntArray]
     tree: list[tuple[str, str]]
+    model: list[Clique]
 
 
 CoarseCounter = Callable[[list[tuple[str, ...]], dict[str, IntArray]], dict[tuple[str, ...], IntArray]]
@@ -399,23 +423,78 @@ def measure_junction(
         root = planned.root or hub(names, tree)
     order = tree_order(names, tree, root)
     triples: dict[tuple[str, ...], IntArray] = {}
+    mechanism = additive_mechanism(planned.clique_budget, sensitivity)
     if planned.parent_budget is not None:
         triples = count(candidate_triples(order), maps)
-        sigma = float(additive_mechanism(planned.clique_budget, sensitivity).noise_sd() or 0.0)
+        sigma = float(mechanism.noise_sd() or 0.0)
+        # When a typical clique (bins³ cells) is itself noise-dominated, every candidate pays AIM's penalty;
+        # else only the outliers (high-cardinality columns) are capped and their rounds freed for extra pairs.
+        dominated = noise_dominated(sigma, planned.bins, total)
         cliques, parent_records = select_cliques(order, triples, coarse_sizes, planned.parent_budget, context,
                                                  score_sensitivity=CONDITIONAL_L1_SENSITIVITY * sensitivity,
-                                                 noise_sd=sigma if noise_dominated(sigma, planned.bins, total) else 0.0)
+                                                 noise_sd=sigma if dominated else 0.0, clique_sd=sigma,
+                                                 noise_cap=float("inf") if dominated else NOISE_CAP * total)
         records += parent_records
+        freed = freed_rounds(cliques, parent_records)
     else:
         cliques = [(parent, child) for child, parent in order if parent is not None]
-    mechanism = additive_mechanism(planned.clique_budget, sensitivity)
+        freed = []
+    # A capped clique whose round is freed gives half its budget to an extra pair (public: the plan's share),
+    # when some pair can be covered at all (a public fact of the chosen cliques).
+    limit = int(MODEL_GROWTH * sum(cells(c, coarse_sizes) for c in cliques))
+    if not extra_candidates(cliques, scores, coarse_sizes, limit):
+        freed = []
+    halves = planned.clique_budget.split({"clique": 1, "pair": 1})
+    per_pair = halves["pair"].split({str(k): 1 for k in range(PAIRS_PER_ROUND)})["0"]
     measured = []
-    for clique in cliques:
-        counts = triples.get(clique) if len(clique) == 3 else pairs.get(clique)
-        if counts is None:  # a pair measured in the other column order
-            counts = pairs[(clique[1], clique[0])].reshape(coarse_sizes[clique[1]], coarse_sizes[clique[0]]).T.ravel()
-        noisy, record = measure(mechanism, counts, context, stage="cliques", query=f"clique({','.join(clique)})")
+    for i, clique in enumerate(cliques):
+        counts = triples.get(clique) if len(clique) == 3 else _pair_counts(pairs, clique, coarse_sizes)
+        if counts is None:
+            raise InternalError(f"no counts for the clique {clique}")
+        noisy, record = measure(additive_mechanism(halves["clique"], sensitivity) if i in freed else mechanism, counts,
+                                context, stage="cliques", query=f"clique({','.join(clique)})")
         measured.append(NoisyMarginal(clique, tuple(coarse_sizes[c] for c in clique), noisy, record))
+    model = list(cliques)
+    if freed and planned.parent_budget is not None:
+        # each freed round is split into PAIRS_PER_ROUND rounds that together cost what it would have
+        run_budget = sub_round_budget(planned.parent_budget, PAIRS_PER_ROUND,
+                                      zcdp=isinstance(planned.clique_budget, ZCDPBudget))
+        extra, model, extra_records = select_extra_pairs(
+            cliques, PAIRS_PER_ROUND * len(freed), scores, coarse_sizes, run_budget, context,
+            score_sensitivity=sensitivity, cell_limit=limit, measured=measured,
+            exact={(k[0], k[1]): v for k, v in pairs.items()}, total=total)
+        records += extra_records
+        for pair in extra:
+            noisy, record = measure(additive_mechanism(per_pair, sensitivity), _pair_counts(pairs, pair, coarse_sizes),
+                                    context, stage="cliques", query=f"{EXTRA_PAIR_QUERY}{','.join(pair)})")
+            measured.append(NoisyMarginal(pair, tuple(coarse_sizes[c] for c in pair), noisy, record))
+        for i, shares in unused_shares(freed, len(extra)).items():  # no share left unspent: the clique again
+            again = type(per_pair)(per_pair.amount * shares)
+            counts = _pair_counts(pairs, cliques[i], coarse_sizes)
+            noisy, record = measure(additive_mechanism(again, sensitivity), counts, context, stage="cliques",
+                                    query=f"clique({','.join(cliques[i])}) again")
+            measured.append(NoisyMarginal(cliques[i], tuple(coarse_sizes[c] for c in cliques[i]), noisy, record))
     triples.clear()
     pairs.clear()
-    return MeasuredJunction(measured, records, maps, list(tree))
+    return MeasuredJunction(measured, records, maps, list(tree), model)
+
+
+def _pair_counts(pairs: Mapping[tuple[str, ...], IntArray], pair: Clique, sizes: Mapping[str, int]) -> IntArray:
+    """The exact coarse counts of a pair, flattened in its own column order (counted in either order)."""
+    if pair in pairs:
+        return pairs[pair]
+    a, b = pair
+    return pairs[(b, a)].reshape(sizes[b], sizes[a]).T.ravel()
+
+
+def freed_rounds(cliques: Sequence[Clique], records: Sequence[MeasurementRecord]) -> list[int]:
+    """Indices of the 2-cliques (pa, ch) whose child had candidates but no second-parent round (all capped).
+
+    Public: follows from the chosen cliques and which selections ran (DP outputs).
+
+    >>> freed_rounds([("a", "b"), ("b", "c")], [])
+    [1]
+    """
+    ran = {r.query for r in records}
+    return [i for i, clique in enumerate(cliques) if len(clique) == 2 and f"second parent of {clique[1]}" not in ran
+            and any(clique[0] in earlier for earlier in cliques[:i])]

@@ -362,7 +362,10 @@ MEASURED_START_SMOOTHING = 1.0
 def measured_start(tree: JunctionTree, measurements: Sequence[Marginal], total: float) -> list[FloatArray] | None:
     """Log-potentials of the model whose cliques are the noisy clique measurements themselves, or None.
 
-    Every clique measured whole (in any column order) whose expected noise is below its signal
+    Every clique measured whole (in any column order), or, when none measures it whole, through its largest
+    measurement that holds its child (a clique grown to hold an extra pair: :mod:`dp.measurement.cover`; the
+    start is then constant in the columns that measurement lacks, times P(child | b) / P(child) for every further
+    measurement over the child and some b, renormalised), whose expected noise is below its signal
     (sqrt(2/π) σ per cell, summed, under ``total`` rows: public quantities) starts at log P(clique) -
     log P(separator) of its noisy table, negative counts clipped to 0 and :data:`MEASURED_START_SMOOTHING`
     added to every cell; any other clique starts at zero (uniform given its separator). This is the
@@ -376,27 +379,55 @@ def measured_start(tree: JunctionTree, measurements: Sequence[Marginal], total: 
     against .0353 over 6 releases each); with this rule, paired, Adult ε = 1 .0353 -> .0351 and ACS MA
     ε = 1 .0794 -> .0795 (6 sets each). ``benchmarks/results/synthesis_fit.json``.
     """
-    by_columns = {frozenset(m.columns): m for m in measurements if len(m.columns) > 1}
+    whole = {frozenset(m.columns) for m in measurements}
+    usable = [m for m in measurements if len(m.columns) > 1 and _noise_l1(m) < total]
     start: list[FloatArray] = []
     found = False
     for clique, separator in zip(tree.cliques, tree.separators, strict=True):
-        m = by_columns.get(frozenset(clique))
-        if m is None or len(m.columns) != len(clique) or _noise_l1(m) >= total:
+        inside = [m for m in usable if (set(m.columns) == set(clique) if frozenset(clique) in whole
+                                         else set(m.columns) <= set(clique) and clique[-1] in m.columns)]
+        m = max(inside, key=lambda x: len(x.columns), default=None)
+        if m is None:
             start.append(np.zeros(tuple(tree.sizes[c] for c in clique)))
             continue
         found = True
-        table = np.transpose(np.asarray(m.values, dtype=np.float64), [m.columns.index(c) for c in clique])
-        table = np.maximum(table, 0.0) + MEASURED_START_SMOOTHING
-        log = np.log(table / table.sum())
-        if separator:
-            log = log - _align(_sum_to(log, clique, separator, log=True), separator, clique)
-        start.append(log)
+        shape = tuple(tree.sizes[c] for c in clique)
+        out = np.broadcast_to(_conditional(m, clique, separator), shape).copy()
+        others = [x for x in inside if x is not m and len(x.columns) > 1]
+        if others and frozenset(clique) not in whole:
+            # a grown clique: every further measurement holding its child adds its evidence on the child,
+            # log P(child | its columns) - log P(child), then the table is a conditional again
+            child = (clique[-1],)
+            for x in others:
+                log_child = _sum_to(_table_log(x, x.columns), x.columns, child, log=True)
+                out = out + _conditional(x, clique, tuple(c for c in x.columns if c != clique[-1]))
+                out = out - _align(log_child, child, clique)
+            out = out - _align(logsumexp(out, axis=len(clique) - 1), clique[:-1], clique)
+        start.append(out)
     return start if found else None
+
+
+def _table_log(m: Marginal, columns: tuple[str, ...]) -> FloatArray:
+    """The log of a noisy table over ``columns`` (its own columns, reordered): clipped, smoothed, normalised."""
+    table = np.transpose(np.asarray(m.values, dtype=np.float64), [m.columns.index(c) for c in columns])
+    table = np.maximum(table, 0.0) + MEASURED_START_SMOOTHING
+    out: FloatArray = np.log(table / table.sum())
+    return out
+
+
+def _conditional(m: Marginal, clique: tuple[str, ...], separator: tuple[str, ...]) -> FloatArray:
+    """Log P(m's columns | their part of ``separator``) under a noisy table, laid out over ``clique``."""
+    columns = tuple(c for c in clique if c in m.columns)
+    log = _table_log(m, columns)
+    given = tuple(c for c in separator if c in columns)
+    if given:
+        log = log - _align(_sum_to(log, columns, given, log=True), given, columns)
+    return _align(log, columns, clique)
 
 
 @dataclass(frozen=True)
 class JunctionEstimate:
-    """A fitted junction-tree model of degree at most 2 (DP output: post-processing of noisy measurements).
+    """A fitted junction-tree model (degree 2; more where grown to hold extra pairs): post-processed DP outputs.
 
     Attributes:
         fitted: The clique probabilities (coarse codes).
@@ -416,6 +447,20 @@ class JunctionEstimate:
     def edges(self) -> list[tuple[str, str]]:
         """The model's (parent, child) edges: each clique's last parent and its child."""
         return [(clique[-2], clique[-1]) for clique in self.cliques if len(clique) > 1]
+
+
+FIT_CELL_STEPS = 2.5
+"""A fit's cells × steps stay within this multiple of ITERATIONS × the cells measured whole: a model grown to hold
+extra pairs (:mod:`dp.measurement.cover`, up to 4× the cells) takes fewer steps, at about the former CPU."""
+
+
+def fit_steps(tree: JunctionTree, observations: Sequence[Marginal]) -> int:
+    """Mirror-descent steps of a cold fit: :data:`ITERATIONS`, fewer for a grown model (:data:`FIT_CELL_STEPS`)."""
+    held = sum(int(np.prod(tree.shape(i))) for i in range(len(tree.cliques)))
+    cliques = {frozenset(c) for c in tree.cliques}
+    whole = sum(int(np.prod(o.values.shape)) for o in {frozenset(o.columns): o for o in observations
+                                                          if frozenset(o.columns) in cliques}.values())
+    return max(1, round(ITERATIONS * min(1.0, FIT_CELL_STEPS * whole / max(held, 1))))
 
 
 def fit_junction(
@@ -462,8 +507,8 @@ def fit_junction(
             observations.append(Marginal(m.columns, m.counts.astype(np.float64).reshape(m.shape), m.variance))
     start = _start(tree, consistent, maps)
     iterations = WARM_ITERATIONS
-    if start is None:  # the measured cliques (cliques: auto): a rougher start, the full number of steps
-        start, iterations = measured_start(tree, observations, float(total)), ITERATIONS
+    if start is None:  # the measured cliques (cliques: auto): a rougher start, more steps (fewer if grown)
+        start, iterations = measured_start(tree, observations, float(total)), fit_steps(tree, observations)
     fitted = estimate(tree, observations, float(total), start=start, iterations=iterations)
     fine = {cols[0]: counts / max(total, 1) for cols, counts in consistent.items() if len(cols) == 1}
     published = {frozenset(cols) for cols in consistent}

@@ -141,10 +141,17 @@ def test_audit_lists_every_measurement_and_composes_exactly(adult_release):
     measurements = audit["measurements"]
     # 1-way, two SVT runs per column, 13 tree rounds and up to 12 second parents (the private structure;
     # a column whose tree parent shares a clique with one column only has a single candidate: not run),
-    # 13 cliques, and the two levels of the region > native-country hierarchy
+    # 13 cliques, the two levels of the region > native-country hierarchy, and the extra pairs that the rounds
+    # of noise-capped cliques buy (each choice booked, unless it had one candidate, and each pair measured),
+    # and a capped clique measured again with the shares no extra pair took
     run = audit["private_choices"]["junction_tree"]["second_parent_selections"]["run"]
     skipped = audit["private_choices"]["junction_tree"]["second_parent_selections"]["skipped_single_candidate"]
-    assert run + skipped <= 12 and len(measurements) == 14 + 2 * 3 + 13 + run + 13 + 2
+    extra = [m for m in measurements if m["query"].startswith("extra pair")]
+    pairs = [m for m in extra if m["query"].startswith("extra pair(")]
+    assert len(pairs) <= 3 * (12 - run - skipped) and len(extra) - len(pairs) <= len(pairs)
+    again = [m for m in measurements if m["stage"] == "cliques" and m["query"].endswith(") again")]
+    assert len(again) <= 12 - run - skipped
+    assert run + skipped <= 12 and len(measurements) == 14 + 2 * 3 + 13 + run + 13 + 2 + len(extra) + len(again)
     for m in measurements:
         assert m["mechanism"] and m["sensitivity"] and m["scale"] > 0
         assert Fraction(m["booked"]["rho"]["exact"]) > 0
@@ -295,7 +302,9 @@ def test_a_failing_stage_publishes_nothing_and_keeps_drawn_charges(prefect_harne
         assert book.release_status("broken") == "failed"
         charges = book.charges(release_id="broken")  # drawn, never refunded
         second = sum(1 for c in charges if c.query.startswith("second parent of "))
-        assert 9 <= second <= 12 and len(charges) == 14 + 6 + 13 + second + 13 + 2
+        extra = sum(1 for c in charges if c.query.startswith("extra pair"))  # rounds freed by noise-capped cliques
+        again = sum(1 for c in charges if c.query.endswith(") again"))  # their shares no extra pair took
+        assert 6 <= second <= 12 and len(charges) == 14 + 6 + 13 + second + 13 + 2 + extra + again
         assert book.status("us-cps-1994-adult").reserved == 0
 
 
