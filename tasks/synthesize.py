@@ -129,14 +129,16 @@ def estimate_model(plan: ReleasePlan, bounds: list[DiscoveredBounds], measured: 
     # Every marginal agrees with the best 1-way estimates (and with the hierarchies' leaf counts).
     consistent = consistent_marginals(marginals, total, exact)
     if measured.cliques:
-        cliques = list(getattr(measured, "model", None) or [m.columns for m in measured.cliques])
+        cliques = list(measured.model or [m.columns for m in measured.cliques])
         fitted = [*measured.cliques, *measured.marginals]
     else:
         # Hierarchy columns first: each becomes the root of its part of the forest, sampled exactly.
         names = [*exact, *[d.name for d in domains if d.name not in exact]]
         cliques, fitted = forest_cliques(names, marginals)
     model = fit_junction(cliques, fitted, measured.maps, consistent, {d.name: d.size for d in domains}, total)
-    chosen = tuple(m.columns for m in measured.cliques if not m.measurement.query.startswith(EXTRA_PAIR_QUERY))
+    # once each: a capped clique measured again (``clique(a,b) again``) is still one clique of the model
+    chosen = tuple(dict.fromkeys(m.columns for m in measured.cliques
+                                 if not m.measurement.query.startswith(EXTRA_PAIR_QUERY)))
     return Estimate(total, consistent, model, hierarchies, exact, measured.domains, chosen)
 
 
@@ -214,4 +216,4 @@ def sample_synthetic(
     get_run_logger().info("sampled %d synthetic rows (seed %d) from a junction tree of %d cliques over %d columns",
                           estimate.rows, plan.seed, len(model.cliques), len(domains))
     return SynthesisResult(estimate.rows, table_file, tuple(files), tuple(model.edges()),
-                           tuple(getattr(estimate, "chosen", ()) or model.cliques))
+                           estimate.chosen or tuple(model.cliques))
