@@ -7,11 +7,13 @@ the budget), exceeds :data:`NOISE_CAP` times the noisy row count N̂. Such a sec
 gets the clique (pa, ch) and its second-parent round is not run. All of this is a function of public
 quantities (domain sizes, the plan's budget, N̂, and the cliques chosen so far: DP outputs).
 
-Each such *freed* round, and half of the capped clique's measurement budget, then go to a pair that no
-clique holds: one more round of the exponential mechanism (booked before it draws, at the epsilon of the
-second-parent round it replaces) picks among the uncovered pairs by their independence score
-u(a, b) = ‖x_ab − N̂ p_a ⊗ p_b‖₁ (the spanning tree's own score, sensitivity 1 per row), and the pair is
-measured as a 2-way marginal (a histogram, through the ordinary measurement path: booked, then drawn).
+Each such *freed* round, and half of the capped clique's measurement budget, then go to pairs that no
+clique holds: the round becomes :data:`PAIRS_PER_ROUND` rounds of the exponential mechanism that together cost
+what it would have (:func:`sub_round_budget`; each booked before it draws), each picking among the uncovered
+pairs by how far the pair's table lies from the model the noisy cliques define, u(a, b) = ‖x_ab − N̂·P(a, b)‖₁
+(:func:`residual_scores`, AIM's score; sensitivity 1 per row), and each chosen pair is measured as a 2-way
+marginal with a :data:`PAIRS_PER_ROUND`-th of that half (through the ordinary measurement path: booked, then
+drawn); a share no pair takes measures the capped clique once more (:func:`unused_shares`).
 A measurement must lie inside one clique of the fitted model, so the model's cliques grow: the column sampled
 earlier, ``early``, is added as one more parent to every clique on the junction-tree path from the later
 column's clique up to the nearest clique that holds ``early`` (:func:`cover_pair`; the result is again a
