@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dprelease.dp.accounting.budget import PureBudget
 from dprelease.dp.accounting.charges import ReleaseContext
-from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.cliques import PlannedCliques, freed_rounds, select_cliques
 from dprelease.dp.measurement.cover import capped, cover_pair, extra_candidates, residual_scores, select_extra_pairs
 from dprelease.dp.measurement.draws import measure_plan
@@ -27,18 +28,16 @@ from dprelease.dp.synthesis.junction import (
 )
 from dprelease.dp.synthesis.noisy import NoisyMarginal
 from dprelease.schemas.plan import PlannedMeasurement
+from tests.ledgers import charged_queries, pure_release
 
 
 @pytest.fixture
-def context(tmp_path):
-    with Ledger.open(tmp_path / "ledger.sqlite") as ledger:
-        ledger.register("pop", "pure", PureBudget(Fraction(1000)), Fraction(0))
-        ledger.reserve("pop", "r1", PureBudget(Fraction(500)))
-        yield ReleaseContext(ledger, "r1", "pure", secure_noise())
+def context(tmp_path: Path) -> Iterator[ReleaseContext]:
+    with pure_release(tmp_path, Fraction(1000)) as opened:
+        yield opened
 
 
-def _queries(context: ReleaseContext) -> list[tuple[str, str]]:
-    return [(c.stage, c.query) for c in context.ledger.charges(release_id="r1")]
+_queries = charged_queries
 
 
 def test_the_cap_is_expected_noise_against_rows_on_public_inputs():

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dprelease.dp.accounting.budget import PureBudget
 from dprelease.dp.accounting.charges import ReleaseContext
-from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import InternalError
 from dprelease.dp.measurement.draws import PairSelection, level_counts, measure_plan
 from dprelease.dp.measurement.marginals import ColumnDomain
-from dprelease.dp.mechanisms.random import secure_noise
 from dprelease.schemas.plan import PlannedMeasurement
+from tests.ledgers import charged_queries, pure_release
 
 DOMAINS = [ColumnDomain("a", "category", ("x", "y")), ColumnDomain("b", "category", ("u", "v", "w")),
            ColumnDomain("c", "category", ("p", "q"))]
@@ -25,15 +26,12 @@ TENTH = PureBudget(Fraction(1, 10))
 
 
 @pytest.fixture
-def context(tmp_path):
-    with Ledger.open(tmp_path / "ledger.sqlite") as ledger:
-        ledger.register("pop", "pure", PureBudget(Fraction(100)), Fraction(0))
-        ledger.reserve("pop", "r1", PureBudget(Fraction(50)))
-        yield ReleaseContext(ledger, "r1", "pure", secure_noise())
+def context(tmp_path: Path) -> Iterator[ReleaseContext]:
+    with pure_release(tmp_path, Fraction(100)) as opened:
+        yield opened
 
 
-def _queries(context: ReleaseContext) -> list[tuple[str, str]]:
-    return [(c.stage, c.query) for c in context.ledger.charges(release_id="r1")]
+_queries = charged_queries
 
 
 def test_one_ways_are_drawn_first_then_the_rest_in_plan_order(context):
