@@ -69,7 +69,7 @@ def configure() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent_hook() -> Callable[[], None] | None:
+def die_with_parent_hook() -> Callable[[], None] | None:
     """A ``preexec_fn`` asking Linux to send SIGTERM to the child when its parent dies (None elsewhere)."""
     if not sys.platform.startswith("linux"):
         return None
@@ -112,7 +112,7 @@ class EmbeddedServer:
             [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent), "--factory",
              "dprelease.flows.server_app:create_app", "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "error", "--lifespan", "on"],
-            env=env, preexec_fn=_die_with_parent_hook(),
+            env=env, preexec_fn=die_with_parent_hook(),
         )
         os.environ["PREFECT_API_URL"] = self.url
         self.ready = False

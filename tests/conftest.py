@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-from contextlib import ExitStack
 from pathlib import Path
 
 # One BLAS thread, set before anything loads numpy (OpenBLAS reads it once, at load) and inherited by the
@@ -26,6 +25,7 @@ os.environ["PREFECT_HOME"] = _HOME
 os.environ.setdefault("DPRELEASE_HOME", str(Path(_HOME) / "state"))
 
 from dprelease.flows.settings import configure  # noqa: E402
+from tests.prefect_server import SessionServer  # noqa: E402
 
 configure()
 
@@ -52,26 +52,22 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture(scope="session")
 def prefect_harness():
-    """One Prefect test harness (temporary SQLite database) for the whole session.
+    """The session's Prefect server (a real API on 127.0.0.1, SQLite) as this process's Prefect API.
 
-    The harness's database starts as a copy of the migrated one of ``tests/prefect_db.py`` (put in the
-    temporary folder the harness makes for it), so its server does not run Prefect's migrations again
-    in every pytest-xdist process.
+    One server for the whole session, shared by the pytest-xdist processes, started as the session
+    starts on a copy of the migrated database (:mod:`tests.prefect_server`); Prefect's client in this
+    process points at it as ``prefect_test_harness`` would point it at a server of its own. Without
+    pytest-xdist, the first test that asks starts it (a run of a few tests that need no server starts none).
     """
-    import prefect.testing.utilities as harness
+    from tests.prefect_server import URL, SessionServer, connect
 
-    from tests.prefect_db import migrated_database
-
-    def seeded_folder() -> str:
-        folder = tempfile.mkdtemp(prefix="dprelease-test-harness-")
-        shutil.copyfile(migrated_database(), Path(folder) / "prefect-test.db")  # the harness's file name
-        return folder
-
-    with ExitStack() as stack:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(harness, "mkdtemp", seeded_folder)
-            stack.enter_context(harness.prefect_test_harness(server_startup_timeout=180))
-        yield
+    own = None if os.environ.get(URL) else SessionServer()  # without xdist: started on first use
+    try:
+        with connect():
+            yield
+    finally:
+        if own is not None:
+            own.stop()
 
 
 @pytest.fixture
@@ -91,24 +87,33 @@ def harness_api(prefect_harness, monkeypatch):
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Prefect's migrations start in the background at once (``tests.prefect_db.start_migrating``).
+    """Prefect's migrations start in the background at once (``tests.prefect_db.start_migrating``); with
+    pytest-xdist, the session's Prefect server too (:class:`tests.prefect_server.SessionServer`).
 
-    In the main process only: with pytest-xdist it starts the worker processes and runs no test.
+    In the main process only: with pytest-xdist it starts the worker processes and runs no test; they
+    inherit the server's address in the environment.
     """
     if not hasattr(session.config, "workerinput"):
         from tests.prefect_db import start_migrating
 
         session.config.stash[_MIGRATION] = start_migrating()
+        if getattr(session.config.option, "numprocesses", None):
+            session.config.stash[_SERVER] = SessionServer()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Reap the background migration (long done, except in a run of a few quick tests on a new machine)."""
+    """Stop the session's server; reap the background migration (long done, except in a run of a few quick
+    tests on a new machine)."""
+    server = session.config.stash.get(_SERVER, None)
+    if server is not None:
+        server.stop()
     migration = session.config.stash.get(_MIGRATION, None)
     if migration is not None:
         migration.wait()
 
 
 _MIGRATION = pytest.StashKey[subprocess.Popen[bytes] | None]()
+_SERVER = pytest.StashKey[SessionServer]()
 
 FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 """Each test file's recorded duration (``scripts/record_test_seconds.py`` writes it from a JUnit report)."""

@@ -1,0 +1,160 @@
+"""One Prefect test server for the whole session, shared by every pytest-xdist process.
+
+Prefect's ``prefect_test_harness`` starts a server per process that asks for it: with two xdist
+processes, two servers boot (each about 6 CPU-s on 2 cores, then its services' loops for the rest of
+the session), and each process first imports Prefect's server package (``prefect.testing.utilities``
+imports it to start one: about 3 CPU-s each). Here the session's first process (the xdist
+controller, which runs no test, or the only process without xdist) starts one server as the session
+starts, on a copy of the migrated database (``tests/prefect_db.py``), while the test processes start
+and collect; they find its address in the environment and point Prefect's client at it as the
+harness would (:func:`connect`). A real API on 127.0.0.1 and SQLite, as before.
+
+Every test that reads the API back filters by its own flow run, release id or artifact key: the
+other process's runs on the same server are not its concern.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+URL = "DPRELEASE_TEST_PREFECT_API"
+"""The environment variable that carries the session server's API address to the test processes."""
+FOLDER = "DPRELEASE_TEST_PREFECT_FOLDER"
+"""The environment variable naming the server's folder (its home, log, and a ``failed`` note)."""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class SessionServer:
+    """Starts the server in a thread of this process (the migrated database may still be in the making).
+
+    The thread spawns the server and then waits on it: the child's ``PR_SET_PDEATHSIG`` fires when
+    the thread that spawned it ends, so the thread lives as long as the server does, and a ``kill -9``
+    of pytest takes the server along.
+    """
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="dprelease-test-server-"))
+        self.url = f"http://127.0.0.1:{_free_port()}/api"
+        os.environ[URL] = self.url  # inherited by the xdist processes, spawned after the session starts
+        os.environ[FOLDER] = str(self.folder)
+        self.process: subprocess.Popen[bytes] | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="prefect-test-server", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import prefect
+
+        from dprelease.flows.settings import die_with_parent_hook
+        from tests.prefect_db import seed_home
+
+        try:
+            home = self.folder / "home"
+            seed_home(home)  # waits for the migrated database (made in the background: tests/prefect_db.py)
+            env = {k: v for k, v in os.environ.items() if k not in {URL, FOLDER, "PREFECT_API_URL"}}
+            env.update(PREFECT_HOME=str(home), PREFECT_UI_ENABLED="0", PREFECT__SERVER_EPHEMERAL="1",
+                       PREFECT__SERVER_FINAL="1")
+            port = self.url.rsplit(":", 1)[1].split("/")[0]
+            site = Path(prefect.__file__).resolve().parents[1]  # as the command's embedded server: not the cwd
+            with open(self.folder / "server.log", "wb") as log:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "uvicorn", "--app-dir", str(site), "--factory",
+                     "dprelease.flows.server_app:create_app",
+                     "--host", "127.0.0.1", "--port", port, "--log-level", "error", "--lifespan", "on"],
+                    env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent_hook(),
+                )
+        except BaseException as err:  # a test process waiting for the server reads why, at once
+            (self.folder / "failed").write_text(f"{type(err).__name__}: {err}", encoding="utf-8")
+            raise
+        finally:
+            self._started.set()
+        self.process.wait()
+
+    def stop(self) -> None:
+        """SIGINT (uvicorn's clean stop), SIGKILL after 10 s; remove the folder."""
+        self._started.wait(600)
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._thread.join(10)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def wait_until_healthy(url: str, folder: Path, timeout: float = 180.0) -> None:
+    """Block until ``url``'s ``/health`` answers; fail at once, with the reason, if the start failed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (folder / "failed").exists():
+            raise RuntimeError("the session's Prefect server did not start: " + (folder / "failed").read_text())
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.1)
+    log = folder / "server.log"
+    tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
+    raise RuntimeError(f"the session's Prefect server did not answer within {timeout:g} s:\n{tail}")
+
+
+@contextmanager
+def connect() -> Iterator[None]:
+    """Point this process's Prefect client at the session's server, as ``prefect_test_harness`` does.
+
+    The address goes into Prefect's settings (not the environment: a command a test runs without an
+    API address starts its own embedded server, and that is tested), both the current and the
+    process-global settings context (code in a context copied earlier sees it too). At the end, the
+    log and event workers are drained, so nothing is left queued for a server that is about to stop.
+    """
+    url, folder = os.environ.get(URL), os.environ.get(FOLDER)
+    if not url or not folder:
+        raise RuntimeError(f"{URL} is not set: tests/conftest.py starts the session's Prefect server")
+    wait_until_healthy(url, Path(folder))
+
+    import prefect.context
+    import prefect.settings
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    with ExitStack() as stack:
+        stack.enter_context(prefect.settings.temporary_settings(updates={prefect.settings.PREFECT_API_URL: url}))
+        stack.enter_context(prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()))
+        yield
+
+        async def drain() -> None:  # as the harness: awaited on one loop whatever the caller's context
+            try:
+                result = APILogWorker.instance().drain()
+                if inspect.isawaitable(result):
+                    await result
+            except RuntimeError:  # not started: this process logged nothing to the API
+                pass
+            result = EventsWorker.drain_all()
+            if inspect.isawaitable(result):
+                await result
+
+        run_coro_as_sync(drain())
