@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from fractions import Fraction
 from pathlib import Path
 from typing import cast
@@ -194,7 +195,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     ledger, Dask scheduler) runs: a mistake the preflight catches stops it, costs no budget and takes
     seconds.
     """
-    from dprelease.flows.settings import settle_gc, spawn_embedded_server
+    from dprelease.flows.settings import settle_gc, spawn_embedded_server, without_heartbeats
 
     started = time.monotonic()
     server = spawn_embedded_server()  # boots while the inputs are checked and the stages imported
@@ -216,8 +217,9 @@ def cmd_release(args: argparse.Namespace) -> int:
         if server is not None:
             server.wait()
         settle_gc()
-        target = release(spec=args.spec, out=args.out, ledger=ledger, release_id=args.release_id, dask=args.dask,
-                         internal=args.internal)
+        with without_heartbeats() if server is not None else nullcontext():
+            target = release(spec=args.spec, out=args.out, ledger=ledger, release_id=args.release_id,
+                             dask=args.dask, internal=args.internal)
     finally:
         preload.join()
     print(f"\nRelease published in {time.monotonic() - started:.1f} s: {target}")
@@ -352,7 +354,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_ldp_collect(args: argparse.Namespace) -> int:
     """Run the ldp-collect flow on the embedded Prefect API; print where the estimates went."""
-    from dprelease.flows.settings import spawn_embedded_server
+    from dprelease.flows.settings import spawn_embedded_server, without_heartbeats
     from dprelease.schemas.ldp import load_collection
 
     server = spawn_embedded_server()
@@ -369,7 +371,8 @@ def cmd_ldp_collect(args: argparse.Namespace) -> int:
     if server is not None:
         server.wait()
     registry = args.registry or str(state_dir() / "ldp.sqlite")
-    target = ldp_collect(spec=args.spec, out=args.out, registry=registry, run_id=args.run_id)
+    with without_heartbeats() if server is not None else nullcontext():
+        target = ldp_collect(spec=args.spec, out=args.out, registry=registry, run_id=args.run_id)
     audit = json.loads((Path(target) / "audit.json").read_text(encoding="utf-8"))
     batches = audit["batches"]
     print(f"\n{collection.name} ({collection.protocol}): {batches['reports_used']} reports from "

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,24 @@ def spawn_embedded_server() -> EmbeddedServer | None:
     if os.environ.get("PREFECT_API_URL"):
         return None
     return EmbeddedServer()
+
+
+@contextmanager
+def without_heartbeats() -> Iterator[None]:
+    """Flow runs in this block start no heartbeat thread: for runs on the command's own embedded server.
+
+    Prefect (``flows.heartbeat_frequency``, 180 s by default since 3.x) starts a thread with each flow
+    run that emits a heartbeat event, so that an automation on a long-lived server can mark a run
+    whose process died as crashed; at the run's end it joins that thread, which sleeps in steps of a
+    second: about a second of waiting added to every run (1.2 s for a refused release, 0.2 s without).
+    The command's embedded server stops with the command, and nothing watches it. The setting takes
+    no "off" from the environment (an integer of at least 30), hence Prefect's settings context here;
+    runs started by a Prefect worker keep Prefect's default.
+    """
+    from prefect.settings import temporary_settings
+
+    with temporary_settings(updates={"flows.heartbeat_frequency": None}):
+        yield
 
 
 def exit_now(code: int) -> None:

@@ -123,7 +123,8 @@ def wait_until_healthy(url: str, folder: Path, timeout: float = 180.0) -> None:
 
 @contextmanager
 def connect() -> Iterator[None]:
-    """Point this process's Prefect client at the session's server, as ``prefect_test_harness`` does.
+    """Point this process's Prefect client at the session's server, as ``prefect_test_harness`` does, and
+    run flows without heartbeats, as the command does on its embedded server.
 
     The address goes into Prefect's settings (not the environment: a command a test runs without an
     API address starts its own embedded server, and that is tested), both the current and the
@@ -142,7 +143,10 @@ def connect() -> Iterator[None]:
     from prefect.utilities.asyncutils import run_coro_as_sync
 
     with ExitStack() as stack:
-        stack.enter_context(prefect.settings.temporary_settings(updates={prefect.settings.PREFECT_API_URL: url}))
+        # No heartbeat threads, as the command on its embedded server (flows.settings.without_heartbeats):
+        # nothing watches the session's server for crashed runs, and each run's end would wait a second.
+        stack.enter_context(prefect.settings.temporary_settings(
+            updates={prefect.settings.PREFECT_API_URL: url, "flows.heartbeat_frequency": None}))
         stack.enter_context(prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()))
         yield
 

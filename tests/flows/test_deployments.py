@@ -80,11 +80,20 @@ class Api:
         self.url = url
 
     def call(self, method: str, path: str, body: dict | None = None) -> object:
+        """One call; a 503 (SQLite busy: the scheduler, the worker and a run write to the same file) is
+        retried after a short wait, up to 5 times, as Prefect's own client retries it."""
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=20) as response:
-            return json.loads(response.read() or b"null")
+        for attempt in range(6):
+            request = urllib.request.Request(f"{self.url}{path}", data=data, method=method,
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=20) as response:
+                    return json.loads(response.read() or b"null")
+            except urllib.error.HTTPError as err:
+                if err.code != 503 or attempt == 5:
+                    raise
+            time.sleep(0.5 * 2**attempt)
+        raise AssertionError("unreachable")
 
     def healthy(self) -> bool:
         try:
