@@ -22,7 +22,6 @@ import os
 import sys
 import threading
 import time
-from contextlib import nullcontext
 from fractions import Fraction
 from pathlib import Path
 from typing import cast
@@ -191,9 +190,8 @@ def _quiet_prefect_console() -> None:
 def cmd_release(args: argparse.Namespace) -> int:
     """Run the release flow on the embedded Prefect API.
 
-    The embedded API is spawned first and boots while the preflight (spec, schema, data files, folders,
-    ledger, Dask scheduler) runs: a mistake the preflight catches stops it, costs no budget and takes
-    seconds.
+    The embedded API is spawned first and boots while the preflight (spec, schema, data files, folders, ledger,
+    Dask scheduler) runs: a mistake the preflight catches stops it, costs no budget and takes seconds.
     """
     from dprelease.flows.settings import settle_gc, spawn_embedded_server, without_heartbeats
 
@@ -217,7 +215,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         if server is not None:
             server.wait()
         settle_gc()
-        with without_heartbeats() if server is not None else nullcontext():
+        with without_heartbeats(server is not None):
             target = release(spec=args.spec, out=args.out, ledger=ledger, release_id=args.release_id,
                              dask=args.dask, internal=args.internal)
     finally:
@@ -371,7 +369,7 @@ def cmd_ldp_collect(args: argparse.Namespace) -> int:
     if server is not None:
         server.wait()
     registry = args.registry or str(state_dir() / "ldp.sqlite")
-    with without_heartbeats() if server is not None else nullcontext():
+    with without_heartbeats(server is not None):
         target = ldp_collect(spec=args.spec, out=args.out, registry=registry, run_id=args.run_id)
     audit = json.loads((Path(target) / "audit.json").read_text(encoding="utf-8"))
     batches = audit["batches"]

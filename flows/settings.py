@@ -176,8 +176,10 @@ def spawn_embedded_server() -> EmbeddedServer | None:
 
 
 @contextmanager
-def without_heartbeats() -> Iterator[None]:
-    """Flow runs in this block start no heartbeat thread: for runs on the command's own embedded server.
+def without_heartbeats(embedded: bool) -> Iterator[None]:
+    """Flow runs in this block start no heartbeat thread when they run on the command's ``embedded`` server.
+
+    On an API of the user's (``PREFECT_API_URL`` set: ``embedded`` false), Prefect's default stays.
 
     Prefect (``flows.heartbeat_frequency``, 180 s by default since 3.x) starts a thread with each flow
     run that emits a heartbeat event, so that an automation on a long-lived server can mark a run
@@ -187,6 +189,9 @@ def without_heartbeats() -> Iterator[None]:
     no "off" from the environment (an integer of at least 30), hence Prefect's settings context here;
     runs started by a Prefect worker keep Prefect's default.
     """
+    if not embedded:
+        yield
+        return
     from prefect.settings import temporary_settings
 
     with temporary_settings(updates={"flows.heartbeat_frequency": None}):

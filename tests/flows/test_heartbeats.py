@@ -47,7 +47,9 @@ def test_a_run_inside_starts_no_heartbeat_thread_and_one_outside_does(prefect_ha
     # Prefect's default (the session's harness turns heartbeats off as the command does: put it back here).
     with temporary_settings(updates={"flows.heartbeat_frequency": 180}):
         assert STARTED in _run_a_flow()  # the check below can see a heartbeat thread start
-        with without_heartbeats():
+        with without_heartbeats(True):
             assert get_current_settings().flows.heartbeat_frequency is None
             assert STARTED not in _run_a_flow()
+        with without_heartbeats(False):  # the command on an API of the user's: Prefect's default stays
+            assert STARTED in _run_a_flow()
         assert get_current_settings().flows.heartbeat_frequency == 180  # only inside the block

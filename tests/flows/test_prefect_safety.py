@@ -135,9 +135,10 @@ import sys
 import traceback
 from pathlib import Path
 
-from dprelease.flows.settings import configure
+from dprelease.flows.settings import configure, without_heartbeats
 
 configure()  # as the dprelease command does: before Prefect is imported
+without_heartbeats(True).__enter__()  # as the command does on its own server: no heartbeat thread per run
 
 import dprelease.flows.release  # noqa: E402
 import dprelease.tasks.validate  # noqa: E402
