@@ -17,6 +17,7 @@ import yaml
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.schemas.spec import load_spec
 from dprelease.schemas.table import load_schema
+from tests.messages import messages_of
 from tests.steward import steward_of
 
 pytestmark = pytest.mark.e2e
@@ -70,29 +71,10 @@ def census_release(prefect_harness, tmp_path_factory):
             "allocation": {"one_way": 0.4, "selection": 0.1, "cliques": 0.4, "hierarchy": 0.1},
             "cliques": "auto", "seed": 3}
     (folder / "release.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
-    lines = _Lines()
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(lines)
-    root.setLevel(logging.DEBUG)
-    try:
+    with messages_of(logging.getLogger()) as lines:  # every log message of the release (a module-scoped caplog)
         target = Path(release(spec=str(folder / "release.yaml"), out=str(folder / "out"),
                               ledger=str(folder / "ledger.sqlite"), release_id="census-1"))
-    finally:
-        root.removeHandler(lines)
-        root.setLevel(level)
     return target, folder, "\n".join(lines.messages)
-
-
-class _Lines(logging.Handler):
-    """Every log message of the release (a module-scoped caplog)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
 
 
 def test_integer_coded_categories_release_end_to_end_as_strings(census_release):

@@ -7,17 +7,9 @@ import logging
 import pytest
 
 from dprelease.flows.settings import without_heartbeats
+from tests.messages import messages_of
 
 STARTED = "Started flow run heartbeat context"  # Prefect's flow engine logs it when it starts the thread
-
-
-class _Messages(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
 
 
 def _run_a_flow() -> list[str]:
@@ -28,15 +20,8 @@ def _run_a_flow() -> list[str]:
     def probe() -> int:
         return 1
 
-    logger, handler = logging.getLogger("prefect.flow_runs"), _Messages()
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
+    with messages_of(logging.getLogger("prefect.flow_runs")) as handler:
         assert probe() == 1
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
     return handler.messages
 
 
