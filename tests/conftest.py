@@ -52,12 +52,12 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture(scope="session")
 def prefect_harness():
-    """The session's Prefect server (a real API on 127.0.0.1, SQLite) as this process's Prefect API.
+    """This process's Prefect server (a real API on 127.0.0.1, SQLite) as its Prefect API.
 
-    One server for the whole session, shared by the pytest-xdist processes, started as the session
-    starts on a copy of the migrated database (:mod:`tests.prefect_server`); Prefect's client in this
-    process points at it as ``prefect_test_harness`` would point it at a server of its own. Without
-    pytest-xdist, the first test that asks starts it (a run of a few tests that need no server starts none).
+    One server per process for the whole session, on a copy of the migrated database
+    (:mod:`tests.prefect_server`); Prefect's client points at it as ``prefect_test_harness`` would.
+    A pytest-xdist process starts it as the session starts; without pytest-xdist, the first test that
+    asks starts it (a run of a few tests that need no server starts none).
     """
     from tests.prefect_server import URL, SessionServer, connect
 
@@ -87,18 +87,17 @@ def harness_api(prefect_harness, monkeypatch):
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Prefect's migrations start in the background at once (``tests.prefect_db.start_migrating``); with
-    pytest-xdist, the session's Prefect server too (:class:`tests.prefect_server.SessionServer`).
-
-    In the main process only: with pytest-xdist it starts the worker processes and runs no test; they
-    inherit the server's address in the environment.
+    """Prefect's migrations start in the background at once (``tests.prefect_db.start_migrating``), in the
+    main process (with pytest-xdist it starts the worker processes and runs no test); each pytest-xdist
+    process starts its Prefect server (:class:`tests.prefect_server.SessionServer`), which boots while
+    the process collects the suite.
     """
     if not hasattr(session.config, "workerinput"):
         from tests.prefect_db import start_migrating
 
         session.config.stash[_MIGRATION] = start_migrating()
-        if getattr(session.config.option, "numprocesses", None):
-            session.config.stash[_SERVER] = SessionServer()
+    else:
+        session.config.stash[_SERVER] = SessionServer()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

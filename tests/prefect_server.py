@@ -1,16 +1,16 @@
-"""One Prefect test server for the whole session, shared by every pytest-xdist process.
+"""Each test process's Prefect server for the whole session, started before the process needs it.
 
-Prefect's ``prefect_test_harness`` starts a server per process that asks for it: with two xdist
-processes, two servers boot (each about 6 CPU-s on 2 cores, then its services' loops for the rest of
-the session), and each process first imports Prefect's server package (``prefect.testing.utilities``
-imports it to start one: about 3 CPU-s each). Here the session's first process (the xdist
-controller, which runs no test, or the only process without xdist) starts one server as the session
-starts, on a copy of the migrated database (``tests/prefect_db.py``), while the test processes start
-and collect; they find its address in the environment and point Prefect's client at it as the
-harness would (:func:`connect`). A real API on 127.0.0.1 and SQLite, as before.
+Prefect's ``prefect_test_harness`` starts its server when the first test asks for it, after importing
+Prefect's server package in the test process (``prefect.testing.utilities`` imports it to start one:
+about 3 CPU-s on 2 cores, of no use to a process that is only the server's client). Here each
+pytest-xdist process starts its server as its session starts, on a copy of the migrated database
+(``tests/prefect_db.py``), so that it boots while the process collects the suite (about 14 s), in a
+process of its own that imports the server package; the test process points Prefect's client at it
+as the harness would (:func:`connect`). A real API on 127.0.0.1 and SQLite, as before.
 
-Every test that reads the API back filters by its own flow run, release id or artifact key: the
-other process's runs on the same server are not its concern.
+One server per process, not one for the session: two processes' flow runs on one server wait for
+each other (one event loop, one SQLite file: a refused one-row release took 16 s instead of 1 s
+beside the other process's releases, the two processes then using about one core between them).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class SessionServer:
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="dprelease-test-server-"))
         self.url = f"http://127.0.0.1:{_free_port()}/api"
-        os.environ[URL] = self.url  # inherited by the xdist processes, spawned after the session starts
+        os.environ[URL] = self.url  # for this process's fixture (and inherited, unused, by its subprocesses)
         os.environ[FOLDER] = str(self.folder)
         self.process: subprocess.Popen[bytes] | None = None
         self._started = threading.Event()
