@@ -181,7 +181,7 @@ def without_heartbeats(embedded: bool) -> Iterator[None]:
 
     On an API of the user's (``PREFECT_API_URL`` set: ``embedded`` false), Prefect's default stays.
 
-    Prefect (``flows.heartbeat_frequency``, 180 s by default since 3.x) starts a thread with each flow
+    Prefect (``flows.heartbeat_frequency``, 180 s by default in Prefect 3.8) starts a thread with each flow
     run that emits a heartbeat event, so that an automation on a long-lived server can mark a run
     whose process died as crashed; at the run's end it joins that thread, which sleeps in steps of a
     second: about a second of waiting added to every run (1.2 s for a refused release, 0.2 s without).

@@ -101,8 +101,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop the session's server; reap the background migration (long done, except in a run of a few quick
-    tests on a new machine)."""
+    """Stop this process's Prefect server; reap the background migration (long done, except in a run of a
+    few quick tests on a new machine)."""
     server = session.config.stash.get(_SERVER, None)
     if server is not None:
         server.stop()

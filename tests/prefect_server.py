@@ -57,7 +57,8 @@ class SessionServer:
         os.environ[URL] = self.url  # for this process's fixture (and inherited, unused, by its subprocesses)
         os.environ[FOLDER] = str(self.folder)
         self.process: subprocess.Popen[bytes] | None = None
-        self._started = threading.Event()
+        self._lock = threading.Lock()
+        self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="prefect-test-server", daemon=True)
         self._thread.start()
 
@@ -75,32 +76,55 @@ class SessionServer:
                        PREFECT__SERVER_FINAL="1")
             port = self.url.rsplit(":", 1)[1].split("/")[0]
             site = Path(prefect.__file__).resolve().parents[1]  # as the command's embedded server: not the cwd
-            with open(self.folder / "server.log", "wb") as log:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "uvicorn", "--app-dir", str(site), "--factory",
-                     "dprelease.flows.server_app:create_app",
-                     "--host", "127.0.0.1", "--port", port, "--log-level", "error", "--lifespan", "on"],
-                    env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent_hook(),
-                )
+            with self._lock:
+                if self._stopping:  # the session ended before the migrated database was ready
+                    shutil.rmtree(self.folder, ignore_errors=True)  # seed_home may have made it again
+                    return
+                with open(self.folder / "server.log", "wb") as log:
+                    self.process = subprocess.Popen(
+                        [sys.executable, "-m", "uvicorn", "--app-dir", str(site), "--factory",
+                         "dprelease.flows.server_app:create_app",
+                         "--host", "127.0.0.1", "--port", port, "--log-level", "error", "--lifespan", "on"],
+                        env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent_hook(),
+                    )
         except BaseException as err:  # a test process waiting for the server reads why, at once
+            if self._stopping:
+                shutil.rmtree(self.folder, ignore_errors=True)
+                return
             (self.folder / "failed").write_text(f"{type(err).__name__}: {err}", encoding="utf-8")
             raise
-        finally:
-            self._started.set()
         self.process.wait()
 
     def stop(self) -> None:
-        """SIGINT (uvicorn's clean stop), SIGKILL after 10 s; remove the folder."""
-        self._started.wait(600)
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._thread.join(10)
+        """SIGINT (uvicorn's clean stop), SIGKILL after 10 s; SIGKILL at once if it never answered (still
+        booting: it has served nothing, and its database is a copy removed with the folder); remove the folder.
+
+        A session that ends while the migrated database is still being made (a few quick tests on a
+        new machine) does not wait for it: the server is then never started.
+        """
+        with self._lock:
+            self._stopping = True
+            process = self.process
+        if process is not None and process.poll() is None:
+            if _answers(self.url):
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+            else:
+                process.kill()
+            process.wait()
+            self._thread.join(10)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def wait_until_healthy(url: str, folder: Path, timeout: float = 180.0) -> None:
@@ -108,22 +132,18 @@ def wait_until_healthy(url: str, folder: Path, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (folder / "failed").exists():
-            raise RuntimeError("the session's Prefect server did not start: " + (folder / "failed").read_text())
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
+            raise RuntimeError("this process's Prefect server did not start: " + (folder / "failed").read_text())
+        if _answers(url):
+            return
         time.sleep(0.1)
     log = folder / "server.log"
     tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
-    raise RuntimeError(f"the session's Prefect server did not answer within {timeout:g} s:\n{tail}")
+    raise RuntimeError(f"this process's Prefect server did not answer within {timeout:g} s:\n{tail}")
 
 
 @contextmanager
 def connect() -> Iterator[None]:
-    """Point this process's Prefect client at the session's server, as ``prefect_test_harness`` does, and
+    """Point this process's Prefect client at its server, as ``prefect_test_harness`` does, and
     run flows without heartbeats, as the command does on its embedded server.
 
     The address goes into Prefect's settings (not the environment: a command a test runs without an
@@ -133,7 +153,7 @@ def connect() -> Iterator[None]:
     """
     url, folder = os.environ.get(URL), os.environ.get(FOLDER)
     if not url or not folder:
-        raise RuntimeError(f"{URL} is not set: tests/conftest.py starts the session's Prefect server")
+        raise RuntimeError(f"{URL} is not set: tests/conftest.py starts this process's Prefect server")
     wait_until_healthy(url, Path(folder))
 
     import prefect.context
@@ -144,7 +164,7 @@ def connect() -> Iterator[None]:
 
     with ExitStack() as stack:
         # No heartbeat threads, as the command on its embedded server (flows.settings.without_heartbeats):
-        # nothing watches the session's server for crashed runs, and each run's end would wait a second.
+        # nothing watches this process's server for crashed runs, and each run's end would wait a second.
         stack.enter_context(prefect.settings.temporary_settings(
             updates={prefect.settings.PREFECT_API_URL: url, "flows.heartbeat_frequency": None}))
         stack.enter_context(prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()))
