@@ -32,7 +32,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 URL = "DPRELEASE_TEST_PREFECT_API"
-"""The environment variable that carries the session server's API address to the test processes."""
+"""The environment variable that carries this process's server's API address to its ``prefect_harness``."""
 FOLDER = "DPRELEASE_TEST_PREFECT_FOLDER"
 """The environment variable naming the server's folder (its home, log, and a ``failed`` note)."""
 
