@@ -85,6 +85,31 @@ def die_with_parent_hook() -> Callable[[], None] | None:
     return hook
 
 
+SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+"""The environment Prefect gives its own temporary server: no UI, the services of an ephemeral server."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def server_command(port: int) -> list[str]:
+    """Prefect's temporary API server on 127.0.0.1:``port``, started as Prefect starts it (uvicorn).
+
+    The app is :func:`flows.server_app.create_app`; ``--app-dir`` is Prefect's site folder, not the cwd.
+    """
+    spec = importlib.util.find_spec("prefect")
+    assert spec is not None and spec.origin is not None
+    return [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent), "--factory",
+            "dprelease.flows.server_app:create_app", "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "error", "--lifespan", "on"]
+
+
 class EmbeddedServer:
     """Prefect's temporary API server, spawned early and waited for later (the command's own, tied to it).
 
@@ -98,23 +123,11 @@ class EmbeddedServer:
     """
 
     def __init__(self) -> None:
-        import importlib.util
-        import socket
-
-        spec = importlib.util.find_spec("prefect")
-        assert spec is not None and spec.origin is not None
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = int(probe.getsockname()[1])
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/api"
-        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+        env = {**os.environ, **SERVER_ENV}
         env.pop("PREFECT_API_URL", None)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent), "--factory",
-             "dprelease.flows.server_app:create_app", "--host", "127.0.0.1", "--port", str(self.port),
-             "--log-level", "error", "--lifespan", "on"],
-            env=env, preexec_fn=die_with_parent_hook(),
-        )
+        self.process = subprocess.Popen(server_command(self.port), env=env, preexec_fn=die_with_parent_hook())
         os.environ["PREFECT_API_URL"] = self.url
         self.ready = False
         """Whether the server has answered ``/api/health`` (:meth:`wait`)."""

@@ -19,9 +19,7 @@ import inspect
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,16 +29,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from dprelease.flows.settings import SERVER_ENV, die_with_parent_hook, free_port, server_command
+
 URL = "DPRELEASE_TEST_PREFECT_API"
 """The environment variable that carries this process's server's API address to its ``prefect_harness``."""
 FOLDER = "DPRELEASE_TEST_PREFECT_FOLDER"
 """The environment variable naming the server's folder (its home, log, and a ``failed`` note)."""
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class SessionServer:
@@ -53,7 +47,8 @@ class SessionServer:
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="dprelease-test-server-"))
-        self.url = f"http://127.0.0.1:{_free_port()}/api"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/api"
         os.environ[URL] = self.url  # for this process's fixture (and inherited, unused, by its subprocesses)
         os.environ[FOLDER] = str(self.folder)
         self.process: subprocess.Popen[bytes] | None = None
@@ -63,30 +58,20 @@ class SessionServer:
         self._thread.start()
 
     def _serve(self) -> None:
-        import prefect
-
-        from dprelease.flows.settings import die_with_parent_hook
         from tests.prefect_db import seed_home
 
         try:
             home = self.folder / "home"
             seed_home(home)  # waits for the migrated database (made in the background: tests/prefect_db.py)
             env = {k: v for k, v in os.environ.items() if k not in {URL, FOLDER, "PREFECT_API_URL"}}
-            env.update(PREFECT_HOME=str(home), PREFECT_UI_ENABLED="0", PREFECT__SERVER_EPHEMERAL="1",
-                       PREFECT__SERVER_FINAL="1")
-            port = self.url.rsplit(":", 1)[1].split("/")[0]
-            site = Path(prefect.__file__).resolve().parents[1]  # as the command's embedded server: not the cwd
+            env.update(SERVER_ENV, PREFECT_HOME=str(home))
             with self._lock:
                 if self._stopping:  # the session ended before the migrated database was ready
                     shutil.rmtree(self.folder, ignore_errors=True)  # seed_home may have made it again
                     return
-                with open(self.folder / "server.log", "wb") as log:
-                    self.process = subprocess.Popen(
-                        [sys.executable, "-m", "uvicorn", "--app-dir", str(site), "--factory",
-                         "dprelease.flows.server_app:create_app",
-                         "--host", "127.0.0.1", "--port", port, "--log-level", "error", "--lifespan", "on"],
-                        env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent_hook(),
-                    )
+                with open(self.folder / "server.log", "wb") as log:  # the command's embedded server's command
+                    self.process = subprocess.Popen(server_command(self.port), env=env, stdout=log,
+                                                    stderr=subprocess.STDOUT, preexec_fn=die_with_parent_hook())
         except BaseException as err:  # a test process waiting for the server reads why, at once
             if self._stopping:
                 shutil.rmtree(self.folder, ignore_errors=True)
