@@ -21,7 +21,7 @@ from typing import Any
 
 from dprelease.schemas.identifiers import short
 from dprelease.schemas.model import _fail
-from dprelease.schemas.reading import SpelledInt
+from dprelease.schemas.reading import SpelledFloat, SpelledInt
 
 MAX_CATEGORIES = 100_000
 """The most categories one column may declare (a list, a range or a code file)."""
@@ -84,6 +84,9 @@ def _code(where: str, value: Any) -> str:
                     f"('{value.text}') to keep it as written, or write {int(value)}")
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, SpelledFloat):
+        raise _fail(where, f"({value.text}) is read by YAML as the number {value:g}: quote the code "
+                    f"('{value.text}') to keep it as written")
     if isinstance(value, float):
         raise _fail(where, f"({value!r}) {_RULE}; a number with a point is not a code")
     if value is None:

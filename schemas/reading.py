@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,30 @@ def _construct_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
 
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+class SpelledFloat(float):
+    """A number in exponent notation without a decimal point (``1e-9``, ``2E6``), with its spelling ``text``.
+
+    YAML 1.1 (PyYAML) reads such a plain scalar as text; YAML 1.2 and a steward read it as a number, and so
+    does this loader (a quoted ``'1e-9'`` stays text, and a budget refuses it as a quoted number). It
+    behaves as the float it is everywhere; a code list (``categories``) refuses it, naming what the file says.
+    """
+
+    text: str
+
+
+_EXPONENT_TAG = "tag:dprelease,2026:exponent-float"
+
+
+def _construct_exponent_float(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> float:
+    spelled = SpelledFloat(loader.construct_yaml_float(node))
+    spelled.text = str(node.value)
+    return spelled
+
+
+_UniqueKeyLoader.add_implicit_resolver(
+    _EXPONENT_TAG, re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789"))
+_UniqueKeyLoader.add_constructor(_EXPONENT_TAG, _construct_exponent_float)
 
 
 def _resolve(path: Path) -> Path:

@@ -92,13 +92,30 @@ def test_deep_nesting_non_utf8_and_symlink_loops_give_one_line(tmp_path):
 
 @pytest.mark.parametrize(("budget", "rule"), [
     ({"epsilon": "1"}, "epsilon ('1') must be a number (not quoted)"),
-    ({"epsilon": 1, "delta": "1e-9"}, "delta ('1e-9') must be a number (not quoted)"),
+    ({"epsilon": 1, "delta": "1.0e-9"}, "delta ('1.0e-9') must be a number (not quoted)"),
     ({"epsilon": 1e44}, "must be at most 100"),
     ({"epsilon": 1, "delta": 0.5}, "must be below 0.01"),
 ])
 def test_absurd_or_quoted_budgets_are_refused(tmp_path, budget, rule):
     with pytest.raises(SchemaError, match=rule.replace("(", r"\(").replace(")", r"\)")):
         load_spec(_example(tmp_path, budget=budget, lifetime_budget={"epsilon": 100, "delta": 1e-9}))
+
+
+def test_numbers_in_exponent_notation_without_a_point_are_numbers_and_quoted_ones_are_refused(tmp_path):
+    """YAML 1.1 reads ``1e-9`` as text; a steward (and YAML 1.2) means a number."""
+    text = (ADULT / "release.yaml").read_text(encoding="utf-8")
+    budget = "budget: {epsilon: 1, delta: 1.0e-9}"
+    assert budget in text
+    spec = load_spec(_example(tmp_path, text.replace(budget, "budget: {epsilon: 5e-1, delta: 1e-9}")))
+    assert spec.epsilon == Fraction(1, 2) and float(spec.delta) == 1e-9
+    with pytest.raises(SchemaError, match=r"budget: delta \('1e-9'\) must be a number \(not quoted\)"):
+        load_spec(_example(tmp_path, text.replace(budget, "budget: {epsilon: 1, delta: '1e-9'}")))
+    schema = tmp_path / "example" / "schema.yaml"
+    source = schema.read_text(encoding="utf-8")
+    assert "search_range: [0, 1048576]" in source
+    schema.write_text(source.replace("search_range: [0, 1048576]", "search_range: [0, 1E6]"), encoding="utf-8")
+    assert ("capital-gain", 0, 1e6) in [(c.name, c.search_range[0], c.search_range[1])
+                                        for c in load_schema(schema).columns if c.search_range]
 
 
 def test_a_search_range_beyond_2_53_is_refused(tmp_path):
