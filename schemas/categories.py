@@ -15,6 +15,7 @@ are ignored; codes are kept as written, leading zeros included). Nothing here is
 
 from __future__ import annotations
 
+import datetime
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,9 @@ def _code(where: str, value: Any) -> str:
         raise _fail(where, f"({value!r}) {_RULE}; a number with a point is not a code")
     if value is None:
         raise _fail(where, f"(null) {_RULE}; a null is declared with nullable: true")
+    if isinstance(value, datetime.date):  # a datetime is a date too
+        raise _fail(where, f"({value.isoformat()}) is read by YAML as a date: quote the code ('{value.isoformat()}') "
+                    "to keep it as text")
     if not isinstance(value, str):
         raise _fail(where, _RULE)
     if not value:

@@ -72,6 +72,8 @@ def test_integer_codes_stand_for_their_decimal_strings(tmp_path):
                      "written, or write 1"),
         ("[7, 010]", "categories[1]: (010) is read by YAML as the number 8: quote the code ('010')"),
         ("[0x1F]", "categories[0]: (0x1F) is read by YAML as the number 31"),
+        ("[7, 2020-01-31]", "categories[1]: (2020-01-31) is read by YAML as a date: quote the code ('2020-01-31') "
+                            "to keep it as text"),
         ("[7, 1E5]", "categories[1]: (1E5) is read by YAML as the number 100000: quote the code ('1E5') to keep it "
                      "as written"),
         ("[]", "categories: must be a non-empty list, {range: [LOW, HIGH]} or {file: PATH} for a category column"),
