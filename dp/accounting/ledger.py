@@ -63,11 +63,26 @@ class Ledger(HeadMixin):
     @classmethod
     @contextmanager
     def open(cls, path: Path | str) -> Iterator[Ledger]:
-        """Open (creating if needed) the ledger at ``path``."""
+        """Open (creating if needed) the ledger at ``path``.
+
+        Raises:
+            LedgerError: The file is not a SQLite database (or is damaged), or is one of something else (it has
+                tables, none of them a ledger's): nothing is written into it.
+        """
         file = Path(path)
         file.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(file, isolation_level=None, timeout=60)
         try:
+            try:
+                tables = {str(row[0]) for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            except sqlite3.DatabaseError as err:
+                if isinstance(err, sqlite3.OperationalError):  # locked, unreadable: SQLite's own words
+                    raise
+                raise LedgerError(f"ledger {file}: is not a SQLite database (or is damaged); "
+                                  "give the ledger's own file, or a new path for a new ledger") from None
+            if tables and "datasets" not in tables:
+                raise LedgerError(f"ledger {file}: is a SQLite database of something else (none of its tables is "
+                                  "a ledger's); give the ledger's own file, or a new path for a new ledger")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(_SCHEMA)

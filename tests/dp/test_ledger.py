@@ -108,6 +108,28 @@ def test_tampering_is_detected(tmp_path):
         pass  # the chain is verified on every open
 
 
+def test_a_file_that_is_not_a_ledger_is_refused_and_left_as_it_was(tmp_path):
+    text = tmp_path / "notes.sqlite"
+    text.write_bytes(b"not a database, but a steward's notes\n" * 200)
+    with pytest.raises(LedgerError, match=r"ledger .*notes.sqlite: is not a SQLite database \(or is damaged\)"), \
+            Ledger.open(text):
+        pass
+    assert text.read_bytes() == b"not a database, but a steward's notes\n" * 200
+    other = tmp_path / "app.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    with pytest.raises(LedgerError, match="is a SQLite database of something else"), Ledger.open(other):
+        pass
+    with sqlite3.connect(other) as db:
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["users"]
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()  # an empty file is a new database: a new ledger
+    with Ledger.open(empty) as ledger:
+        ledger.register("pop", "zcdp", CAP, DELTA)
+    with Ledger.open(empty) as ledger:
+        assert ledger.status("pop").spent == 0
+
+
 def test_deleted_trailing_rows_are_detected_by_the_head_file(tmp_path):
     path = tmp_path / "l.sqlite"
     with Ledger.open(path) as ledger:

@@ -1,4 +1,4 @@
-"""The dprelease command line: check (the CI gate), plan, verify and report."""
+"""The dprelease command line: check (the CI gate), plan, verify, report, and a --ledger that is not a ledger."""
 
 from __future__ import annotations
 
@@ -99,3 +99,15 @@ def test_report_re_renders_a_published_audit_and_refuses_another_document(tmp_pa
     assert ("dprelease report: audit.json: format ('dprelease-ldp-audit/1') must be 'dprelease-audit/1'"
             in capsys.readouterr().err)
     assert main(["report", str(tmp_path)]) == 2
+
+
+def test_a_ledger_path_that_is_not_a_ledger_is_refused_in_one_line_with_exit_3(tmp_path, capsys):
+    notes = tmp_path / "notes.sqlite"
+    notes.write_text("a steward's notes, not a database\n" * 100, encoding="utf-8")
+    for argv in (["ledger", "show", "--ledger", str(notes)],
+                 ["plan", str(ADULT / "release.yaml"), "--ledger", str(notes)]):
+        assert main(argv) == 3
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "notes.sqlite: is not a SQLite database (or is damaged)" in err[0], err
+        assert "Traceback" not in err[0] and "steward's notes" not in err[0]
+    assert notes.read_text(encoding="utf-8") == "a steward's notes, not a database\n" * 100
