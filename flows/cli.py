@@ -394,7 +394,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from dprelease.tasks.tables import InputError
 
     path = Path(_default_ledger(args.ledger))
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"ledger {path}: no such file")
     with Ledger.open(path) as book:
         if args.action == "abandon":

@@ -85,7 +85,8 @@ def check_ledger_path(ledger: Path) -> None:
         with ledger.open("rb") as handle:
             head = handle.read(16)
         if head and head != b"SQLite format 3\x00":
-            raise InputError(f"ledger {ledger}: is not an SQLite database")
+            raise InputError(f"ledger {ledger}: is not an SQLite database (or is damaged); "
+                             "give the ledger's own file, or a new path for a new ledger")
     check_writable(ledger.parent, "ledger folder")
 
 
@@ -211,11 +212,11 @@ def preflight(
     spec = load_spec(spec_path)
     warn_implausible(spec)
     plan_release(spec, "preflight", spec.seed or 0)  # the plan's own rules (cell limits), still without data
+    check_ledger_path(Path(ledger))  # before the budget check opens it
     check_budget(spec, Path(ledger), release_id)
     check_data_files(spec)
     check_writable(Path(out), "output folder")
     check_steward_root(steward_root(spec, internal), Path(out))
-    check_ledger_path(Path(ledger))
     address = dask or spec.dask_address
     if address:
         check_dask(address)

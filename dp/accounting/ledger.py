@@ -46,7 +46,7 @@ from dprelease.dp.accounting.ledger_rows import (
     migrate,
 )
 from dprelease.dp.accounting.processes import _alive, _process_start
-from dprelease.dp.errors import BudgetExceededError, LedgerError
+from dprelease.dp.errors import BudgetExceededError, LedgerError, ParameterError
 
 
 class Ledger(HeadMixin):
@@ -66,10 +66,13 @@ class Ledger(HeadMixin):
         """Open (creating if needed) the ledger at ``path``.
 
         Raises:
-            LedgerError: The file is not a SQLite database (or is damaged), or is one of something else (it has
-                tables, none of them a ledger's): nothing is written into it.
+            ParameterError: ``path`` is a folder or device, a file that is not an SQLite database (or is damaged),
+                or an SQLite database of something else (it has tables, none of them a ledger's): nothing is
+                written into it.
         """
         file = Path(path)
+        if file.exists() and not file.is_file():
+            raise ParameterError(f"ledger {file}: must be a file (an SQLite database), not a folder or device")
         file.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(file, isolation_level=None, timeout=60)
         try:
@@ -78,11 +81,11 @@ class Ledger(HeadMixin):
             except sqlite3.DatabaseError as err:
                 if isinstance(err, sqlite3.OperationalError):  # locked, unreadable: SQLite's own words
                     raise
-                raise LedgerError(f"ledger {file}: is not a SQLite database (or is damaged); "
-                                  "give the ledger's own file, or a new path for a new ledger") from None
+                raise ParameterError(f"ledger {file}: is not an SQLite database (or is damaged); "
+                                     "give the ledger's own file, or a new path for a new ledger") from None
             if tables and "datasets" not in tables:
-                raise LedgerError(f"ledger {file}: is a SQLite database of something else (none of its tables is "
-                                  "a ledger's); give the ledger's own file, or a new path for a new ledger")
+                raise ParameterError(f"ledger {file}: is an SQLite database of something else (none of its tables "
+                                     "is a ledger's); give the ledger's own file, or a new path for a new ledger")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(_SCHEMA)

@@ -16,7 +16,7 @@ from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.accounting.ledger_rows import head_path
 from dprelease.dp.accounting.processes import release_lock
-from dprelease.dp.errors import BudgetExceededError, LedgerError
+from dprelease.dp.errors import BudgetExceededError, LedgerError, ParameterError
 from dprelease.dp.mechanisms.noise import DiscreteGaussian, measure
 from tests.noise import SpyNoise
 
@@ -111,17 +111,19 @@ def test_tampering_is_detected(tmp_path):
 def test_a_file_that_is_not_a_ledger_is_refused_and_left_as_it_was(tmp_path):
     text = tmp_path / "notes.sqlite"
     text.write_bytes(b"not a database, but a steward's notes\n" * 200)
-    with pytest.raises(LedgerError, match=r"ledger .*notes.sqlite: is not a SQLite database \(or is damaged\)"), \
+    with pytest.raises(ParameterError, match=r"ledger .*notes.sqlite: is not an SQLite database \(or is damaged\)"), \
             Ledger.open(text):
         pass
     assert text.read_bytes() == b"not a database, but a steward's notes\n" * 200
     other = tmp_path / "app.sqlite"
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE users (name TEXT)")
-    with pytest.raises(LedgerError, match="is a SQLite database of something else"), Ledger.open(other):
+    with pytest.raises(ParameterError, match="is an SQLite database of something else"), Ledger.open(other):
         pass
     with sqlite3.connect(other) as db:
         assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["users"]
+    with pytest.raises(ParameterError, match=r"must be a file .* not a folder"), Ledger.open(tmp_path):
+        pass
     empty = tmp_path / "empty.sqlite"
     empty.touch()  # an empty file is a new database: a new ledger
     with Ledger.open(empty) as ledger:

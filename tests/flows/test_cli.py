@@ -101,13 +101,13 @@ def test_report_re_renders_a_published_audit_and_refuses_another_document(tmp_pa
     assert main(["report", str(tmp_path)]) == 2
 
 
-def test_a_ledger_path_that_is_not_a_ledger_is_refused_in_one_line_with_exit_3(tmp_path, capsys):
+def test_a_ledger_path_that_is_not_a_ledger_is_refused_in_one_line_with_exit_2(tmp_path, capsys):
     notes = tmp_path / "notes.sqlite"
     notes.write_text("a steward's notes, not a database\n" * 100, encoding="utf-8")
     for argv in (["ledger", "show", "--ledger", str(notes)],
                  ["plan", str(ADULT / "release.yaml"), "--ledger", str(notes)]):
-        assert main(argv) == 3
+        assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "notes.sqlite: is not a SQLite database (or is damaged)" in err[0], err
+        assert len(err) == 1 and "notes.sqlite: is not an SQLite database (or is damaged)" in err[0], err
         assert "Traceback" not in err[0] and "steward's notes" not in err[0]
     assert notes.read_text(encoding="utf-8") == "a steward's notes, not a database\n" * 100
