@@ -59,6 +59,9 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     for key in ("schema", "data"):
         if not isinstance(doc[key], str) or not doc[key]:
             raise _fail(f"{where}: {key}", "must be a path")
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", doc[key]):
+            raise _fail(f"{where}: {key}", f"({short(doc[key])}) is a URL; dprelease reads local files and folders "
+                        "(copy or mount it)")
     schema_path = _resolve(file.parent / doc["schema"])
     schema = load_schema(schema_path)
     data = _resolve(file.parent / doc["data"])

@@ -118,6 +118,12 @@ def test_numbers_in_exponent_notation_without_a_point_are_numbers_and_quoted_one
                                         for c in load_schema(schema).columns if c.search_range]
 
 
+@pytest.mark.parametrize("key", ["data", "schema"])
+def test_a_url_for_the_data_or_schema_is_refused_naming_the_rule(tmp_path, key):
+    with pytest.raises(SchemaError, match=rf"{key}: \('s3://bucket/adult.parquet'\) is a URL; dprelease reads local"):
+        load_spec(_example(tmp_path, **{key: "s3://bucket/adult.parquet"}))
+
+
 def test_a_search_range_beyond_2_53_is_refused(tmp_path):
     spec = _example(tmp_path)
     schema = spec.parent / "schema.yaml"
