@@ -30,7 +30,7 @@ from dprelease.dp.errors import DPReleaseError
 from dprelease.dp.local.randomizers import GRR, OLH, OUE, SUE, UnaryEncoding
 from dprelease.dp.local.rappor import RapporParams
 from dprelease.schemas.identifiers import check_identifier, short
-from dprelease.schemas.reading import _load_yaml, _resolve
+from dprelease.schemas.reading import _load_yaml, _local, _resolve
 
 PROTOCOLS = ("GRR", "SUE", "OUE", "OLH", "RAPPOR")
 
@@ -179,7 +179,8 @@ def load_collection(path: Path | str) -> Collection:
     batches = doc["batches"]
     if not isinstance(batches, str) or not batches:
         raise _fail(f"{where}: batches", "must be a folder path")
-    return Collection(name, protocol, tuple(values), epsilon, rappor, _resolve(file.parent / batches), file)
+    return Collection(name, protocol, tuple(values), epsilon, rappor,
+                      _resolve(file.parent / _local(f"{where}: batches", batches)), file)
 
 
 def encode_batch(collection: Collection, codes: Any, bits: Any, first_id: int = 0, prefix: str = "r") -> Any:

@@ -120,6 +120,16 @@ _UniqueKeyLoader.add_implicit_resolver(
 _UniqueKeyLoader.add_constructor(_EXPONENT_TAG, _construct_exponent_float)
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _local(where: str, value: str) -> str:
+    """A path a spec names (``data``, ``schema``, ``batches``); a URL is refused: only local files are read."""
+    if _URL.match(value):
+        raise _fail(where, f"({short(value)}) is a URL; dprelease reads local files and folders (copy or mount it)")
+    return value
+
+
 def _resolve(path: Path) -> Path:
     try:
         return path.resolve()

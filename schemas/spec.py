@@ -29,7 +29,7 @@ from dprelease.schemas.model import (
     TableSchema,
     _fail,
 )
-from dprelease.schemas.reading import _keys, _load_yaml, _resolve
+from dprelease.schemas.reading import _keys, _load_yaml, _local, _resolve
 from dprelease.schemas.table import load_schema
 
 MAX_EPSILON = 100.0
@@ -59,9 +59,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     for key in ("schema", "data"):
         if not isinstance(doc[key], str) or not doc[key]:
             raise _fail(f"{where}: {key}", "must be a path")
-        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", doc[key]):
-            raise _fail(f"{where}: {key}", f"({short(doc[key])}) is a URL; dprelease reads local files and folders "
-                        "(copy or mount it)")
+        _local(f"{where}: {key}", doc[key])
     schema_path = _resolve(file.parent / doc["schema"])
     schema = load_schema(schema_path)
     data = _resolve(file.parent / doc["data"])

@@ -121,3 +121,7 @@ def test_a_bad_collection_spec_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["ldp-collect", str(spec)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "epsilon" in err[0] and "must be a number" in err[0]
+    spec.write_text("collection: x\nprotocol: OUE\nepsilon: 1\nvalues: [a, b]\nbatches: 's3://bucket/r/'\n")
+    assert main(["ldp-collect", str(spec)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "batches: ('s3://bucket/r/') is a URL; dprelease reads local files" in err[0], err
