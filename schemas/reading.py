@@ -95,6 +95,7 @@ def _construct_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
+
 class SpelledFloat(float):
     """A number in exponent notation without a decimal point (``1e-9``, ``2E6``), with its spelling ``text``.
 
@@ -118,7 +119,6 @@ def _construct_exponent_float(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -
 _UniqueKeyLoader.add_implicit_resolver(
     _EXPONENT_TAG, re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789"))
 _UniqueKeyLoader.add_constructor(_EXPONENT_TAG, _construct_exponent_float)
-
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
