@@ -120,6 +120,11 @@ class EmbeddedServer:
     inputs and imports its stages while the server boots, and this process never imports the server
     package. The child gets ``PR_SET_PDEATHSIG`` (spawned from the main thread), so a ``kill -9`` of the
     command takes it along; a normal exit stops it.
+
+    Its output goes to :attr:`log` in Prefect's home (the owner-only state folder), written anew each run,
+    not to the terminal: stopped with the command, its services may log errors with tracebacks while they
+    cancel their last writes (Prefect's event recorder, in about half of the quickest releases). A server
+    that exits or does not answer is reported in one line that names that file.
     """
 
     def __init__(self) -> None:
@@ -127,7 +132,13 @@ class EmbeddedServer:
         self.url = f"http://127.0.0.1:{self.port}/api"
         env = {**os.environ, **SERVER_ENV}
         env.pop("PREFECT_API_URL", None)
-        self.process = subprocess.Popen(server_command(self.port), env=env, preexec_fn=die_with_parent_hook())
+        home = Path(os.environ.get("PREFECT_HOME") or state_dir() / "prefect")
+        home.mkdir(parents=True, exist_ok=True)
+        self.log = home / "embedded-server.log"
+        """The server's output (stdout and stderr) of this run."""
+        with open(self.log, "wb") as log:  # the child keeps its own descriptor
+            self.process = subprocess.Popen(server_command(self.port), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            preexec_fn=die_with_parent_hook())
         os.environ["PREFECT_API_URL"] = self.url
         self.ready = False
         """Whether the server has answered ``/api/health`` (:meth:`wait`)."""
@@ -148,7 +159,8 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ReleaseError(f"the embedded Prefect server exited with code {self.process.returncode}")
+                raise ReleaseError(f"the embedded Prefect server exited with code {self.process.returncode} "
+                                   f"(its output: {self.log})")
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
                     if response.status == 200:
@@ -157,7 +169,7 @@ class EmbeddedServer:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.1)
-        raise ReleaseError(f"the embedded Prefect server did not answer within {timeout:g} s")
+        raise ReleaseError(f"the embedded Prefect server did not answer within {timeout:g} s (its output: {self.log})")
 
     def stop(self) -> None:
         """Stop the server: SIGTERM, then SIGKILL after 5 s; SIGKILL at once if it never answered.

@@ -108,6 +108,9 @@ def test_a_finished_command_exits_at_once_with_its_logs_and_states_sent_and_its_
     assert proc.returncode == 0, output[-2000:]
     assert "Release published in" in output and output.rstrip().endswith("internal report)")
     assert servers and not any(_alive(s) for s in servers), "the embedded server outlived its command"
+    # The server's own output (its services may log errors while they are stopped) went to its log, not here.
+    assert "prefect.server" not in output and "Traceback" not in output, output[-2000:]
+    assert (tmp_path / ".dprelease" / "prefect" / "embedded-server.log").is_file()
     with sqlite3.connect(tmp_path / ".dprelease" / "prefect" / "prefect.db") as db:
         (flow_state,) = db.execute("SELECT state_type FROM flow_run").fetchone()
         task_states = {row[0] for row in db.execute("SELECT state_type FROM task_run")}
@@ -131,3 +134,19 @@ def test_a_server_stopped_while_it_boots_is_killed_at_once(tmp_path, monkeypatch
     started = time.monotonic()
     server.stop()
     assert time.monotonic() - started < 2.5 and server.process.returncode == -signal.SIGKILL
+
+
+def test_a_server_that_exits_at_start_is_one_line_naming_its_log(tmp_path, monkeypatch):
+    import dprelease.flows.settings
+    from dprelease.dp.errors import ReleaseError
+    from dprelease.flows.settings import EmbeddedServer
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    monkeypatch.setenv("PREFECT_API_URL", "restored-after-the-test")  # the server sets it in this process
+    monkeypatch.setattr(dprelease.flows.settings, "server_command",
+                        lambda port: [sys.executable, "-c", "import sys; print('port taken'); sys.exit(3)"])
+    server = EmbeddedServer()
+    log = tmp_path / "prefect" / "embedded-server.log"
+    with pytest.raises(ReleaseError, match=f"exited with code 3 \\(its output: {log}\\)$"):
+        server.wait(timeout=60)
+    assert log.read_text().strip() == "port taken"
