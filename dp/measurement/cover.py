@@ -139,25 +139,40 @@ def cover_pair(cliques: Sequence[Clique], a: str, b: str) -> list[Clique] | None
     """
     if any({a, b} <= set(c) for c in cliques):
         return list(cliques)
-    parents = junction_parents(cliques)
-    home = {c[-1]: i for i, c in enumerate(cliques)}
-    if cliques:
-        home.setdefault(cliques[0][0], 0)
-    for early, late in ((a, b), (b, a)):
-        if late not in home or early not in home:
-            continue
-        path: list[int] = []
-        i: int | None = home[late]
-        while i is not None and early not in cliques[i]:
-            path.append(i)
-            i = parents[i]
-        if i is None or (path and cliques[path[0]][-1] != late):
-            continue
-        out = list(cliques)
-        for j in path:
-            out[j] = (*out[j][:-1], early, out[j][-1])
-        return out
-    return None
+    covered = _Cover(cliques).path(a, b)
+    if covered is None:
+        return None
+    early, path = covered
+    out = list(cliques)
+    for j in path:
+        out[j] = (*out[j][:-1], early, out[j][-1])
+    return out
+
+
+class _Cover:
+    """The junction tree's parents and each column's home clique, computed once for many pairs."""
+
+    def __init__(self, cliques: Sequence[Clique]) -> None:
+        self.cliques = cliques
+        self.parents = junction_parents(cliques)
+        self.home = {c[-1]: i for i, c in enumerate(cliques)}
+        if cliques:
+            self.home.setdefault(cliques[0][0], 0)
+
+    def path(self, a: str, b: str) -> tuple[str, list[int]] | None:
+        """The column to add and the cliques (indices) that get it, as :func:`cover_pair` does; None if none."""
+        for early, late in ((a, b), (b, a)):
+            if late not in self.home or early not in self.home:
+                continue
+            path: list[int] = []
+            i: int | None = self.home[late]
+            while i is not None and early not in self.cliques[i]:
+                path.append(i)
+                i = self.parents[i]
+            if i is None or (path and self.cliques[path[0]][-1] != late):
+                continue
+            return early, path
+        return None
 
 
 def extra_candidates(
@@ -165,15 +180,24 @@ def extra_candidates(
 ) -> list[tuple[tuple[str, str], list[Clique]]]:
     """The scored pairs that no clique holds and that :func:`cover_pair` can cover within ``cell_limit`` cells.
 
-    Each with the model it would make, in the public order of ``scores``.
+    Each with the model it would make, in the public order of ``scores``. The tree's parents are computed once
+    and each candidate's cells from the cliques its path changes (a wide table has tens of thousands of pairs).
     """
+    held = {frozenset((x, y)) for c in model for x in c for y in c if x != y}
+    cover = _Cover(model)
+    base = [cells(c, sizes) for c in model]
+    total = sum(base)
     out = []
     for pair in scores:
-        if any(set(pair) <= set(c) for c in model):
+        if frozenset(pair) in held:
             continue
-        covered = cover_pair(model, *pair)
-        if covered is not None and sum(cells(c, sizes) for c in covered) <= cell_limit:
-            out.append((pair, covered))
+        covered = cover.path(*pair)
+        if covered is None:
+            continue
+        early, path = covered
+        grown = {j: (*model[j][:-1], early, model[j][-1]) for j in path}
+        if total + sum(cells(c, sizes) - base[j] for j, c in grown.items()) <= cell_limit:
+            out.append((pair, [grown.get(j, c) for j, c in enumerate(model)]))
     return out
 
 

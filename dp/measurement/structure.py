@@ -59,20 +59,6 @@ def independence_scores(
     return scores
 
 
-class _Components:
-    def __init__(self, columns: Sequence[str]) -> None:
-        self.parent = {c: c for c in columns}
-
-    def find(self, c: str) -> str:
-        while self.parent[c] != c:
-            self.parent[c] = self.parent[self.parent[c]]
-            c = self.parent[c]
-        return c
-
-    def join(self, a: str, b: str) -> None:
-        self.parent[self.find(a)] = self.find(b)
-
-
 def select_spanning_tree(
     columns: Sequence[str],
     candidates: Sequence[Pair],
@@ -105,17 +91,22 @@ def select_spanning_tree(
     if len(set(candidates)) != len(candidates):
         raise ParameterError("candidates must not repeat a pair")
     mechanism = ExponentialMechanism(score_sensitivity=score_sensitivity, budget=run_budget)
-    components = _Components(columns)
+    # Each column's component, as arrays: a wide table has tens of thousands of candidates per round.
+    position = {c: i for i, c in enumerate(columns)}
+    first = np.array([position[p[0]] for p in candidates], dtype=np.int64)
+    second = np.array([position[p[1]] for p in candidates], dtype=np.int64)
+    values = np.array([scores[p] for p in candidates], dtype=np.float64)
+    component = np.arange(len(columns), dtype=np.int64)
     chosen: list[Pair] = []
     records: list[MeasurementRecord] = []
     for round_number in range(1, len(columns)):
-        open_pairs = [p for p in candidates if components.find(p[0]) != components.find(p[1])]
-        if not open_pairs:
+        open_pairs = np.flatnonzero(component[first] != component[second])  # in the candidates' public order
+        if not open_pairs.size:
             break
-        index, record = run_selection(mechanism, [scores[p] for p in open_pairs], context, stage=stage,
+        index, record = run_selection(mechanism, values[open_pairs].tolist(), context, stage=stage,
                                       query=f"spanning tree edge {round_number}")
-        pair = open_pairs[index]
-        components.join(*pair)
+        pair = candidates[int(open_pairs[index])]
+        component[component == component[position[pair[0]]]] = component[position[pair[1]]]
         chosen.append(pair)
         records.append(record)
     return chosen, records

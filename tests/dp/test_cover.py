@@ -186,3 +186,25 @@ def test_a_grown_model_takes_fewer_steps_and_starts_from_every_measurement_of_it
     p_c_ac = smoothed_ac.sum(axis=0) / smoothed_ac.sum()
     expected = expected * p_c / p_c_ac  # the second table's own P(c) is divided out
     assert np.allclose(conditional, expected / expected.sum(axis=2, keepdims=True))
+
+
+def test_extra_candidates_walk_the_tree_once_for_all_pairs_and_grow_as_cover_pair(monkeypatch):
+    """A wide table has tens of thousands of candidate pairs: the tree's parents are computed once, not per pair."""
+    import itertools
+
+    from dprelease.dp.measurement import cover
+
+    calls: list[int] = []
+    real = cover.junction_parents
+    monkeypatch.setattr(cover, "junction_parents", lambda cliques: calls.append(1) or real(cliques))
+    model = [("a", "b"), ("a", "b", "c"), ("c", "d"), ("c", "d", "e"), ("a", "f")]
+    sizes = {c: 3 for c in "abcdef"}
+    scores = {pair: 0.0 for pair in itertools.combinations("abcdef", 2)}
+    found = cover.extra_candidates(model, scores, sizes, 10**6)
+    assert len(calls) == 1
+    monkeypatch.setattr(cover, "junction_parents", real)
+    assert found and all(grown == cover.cover_pair(model, *pair) for pair, grown in found)
+    covered = {pair for pair, _ in found}
+    assert ("a", "d") in covered and ("d", "f") not in covered  # d and f lie in different branches
+    tight = cover.extra_candidates(model, scores, sizes, sum(cover.cells(c, sizes) for c in model) + 27)
+    assert {pair for pair, _ in tight} < covered  # only pairs whose growth fits the cell limit
