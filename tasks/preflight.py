@@ -74,19 +74,11 @@ def check_data_files(spec: ReleaseSpec) -> None:
 
 
 def check_ledger_path(ledger: Path) -> None:
-    """The ledger is an SQLite file or absent, in a folder this user can write.
+    """The ledger's folder is one this user can write (what the file holds, :meth:`Ledger.open` checks).
 
     Raises:
-        InputError: Naming the ledger path and the rule.
+        InputError: Naming the ledger folder and the rule.
     """
-    if ledger.exists():
-        if not ledger.is_file():
-            raise InputError(f"ledger {ledger}: must be a file (an SQLite database), not a folder or device")
-        with ledger.open("rb") as handle:
-            head = handle.read(16)
-        if head and head != b"SQLite format 3\x00":
-            raise InputError(f"ledger {ledger}: is not an SQLite database (or is damaged); "
-                             "give the ledger's own file, or a new path for a new ledger")
     check_writable(ledger.parent, "ledger folder")
 
 
@@ -115,8 +107,9 @@ def check_budget(spec: ReleaseSpec, ledger_path: Path, release_id: str | None) -
 
     Raises:
         BudgetExceededError: If the release's budget exceeds the per-release cap or what remains.
+        ParameterError: If the ledger path is a folder or device, or a file that is not a ledger (:meth:`Ledger.open`).
     """
-    if not ledger_path.is_file():
+    if not ledger_path.exists():
         return
     requested = plan_release(spec, "preflight", spec.seed or 0).total.amount
     with Ledger.open(ledger_path) as ledger:
@@ -212,8 +205,8 @@ def preflight(
     spec = load_spec(spec_path)
     warn_implausible(spec)
     plan_release(spec, "preflight", spec.seed or 0)  # the plan's own rules (cell limits), still without data
-    check_ledger_path(Path(ledger))  # before the budget check opens it
-    check_budget(spec, Path(ledger), release_id)
+    check_ledger_path(Path(ledger))
+    check_budget(spec, Path(ledger), release_id)  # opening the ledger refuses a file that is not one
     check_data_files(spec)
     check_writable(Path(out), "output folder")
     check_steward_root(steward_root(spec, internal), Path(out))
