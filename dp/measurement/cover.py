@@ -139,14 +139,8 @@ def cover_pair(cliques: Sequence[Clique], a: str, b: str) -> list[Clique] | None
     """
     if any({a, b} <= set(c) for c in cliques):
         return list(cliques)
-    covered = _Cover(cliques).path(a, b)
-    if covered is None:
-        return None
-    early, path = covered
-    out = list(cliques)
-    for j in path:
-        out[j] = (*out[j][:-1], early, out[j][-1])
-    return out
+    grown = _Cover(cliques).grown(a, b)
+    return None if grown is None else [grown.get(j, c) for j, c in enumerate(cliques)]
 
 
 class _Cover:
@@ -159,8 +153,8 @@ class _Cover:
         if cliques:
             self.home.setdefault(cliques[0][0], 0)
 
-    def path(self, a: str, b: str) -> tuple[str, list[int]] | None:
-        """The column to add and the cliques (indices) that get it, as :func:`cover_pair` does; None if none."""
+    def grown(self, a: str, b: str) -> dict[int, Clique] | None:
+        """The cliques :func:`cover_pair` changes, by index, as they become; None when it cannot cover the pair."""
         for early, late in ((a, b), (b, a)):
             if late not in self.home or early not in self.home:
                 continue
@@ -171,7 +165,7 @@ class _Cover:
                 i = self.parents[i]
             if i is None or (path and self.cliques[path[0]][-1] != late):
                 continue
-            return early, path
+            return {j: (*self.cliques[j][:-1], early, self.cliques[j][-1]) for j in path}
         return None
 
 
@@ -191,12 +185,8 @@ def extra_candidates(
     for pair in scores:
         if frozenset(pair) in held:
             continue
-        covered = cover.path(*pair)
-        if covered is None:
-            continue
-        early, path = covered
-        grown = {j: (*model[j][:-1], early, model[j][-1]) for j in path}
-        if total + sum(cells(c, sizes) - base[j] for j, c in grown.items()) <= cell_limit:
+        grown = cover.grown(*pair)
+        if grown is not None and total + sum(cells(c, sizes) - base[j] for j, c in grown.items()) <= cell_limit:
             out.append((pair, [grown.get(j, c) for j, c in enumerate(model)]))
     return out
 
