@@ -5,9 +5,10 @@
    raw-data task fails here).
 2. Releases and data-quality runs of a table seeded with canary strings and numbers, under a fresh
    PREFECT_HOME in a subprocess (a success, a structural validation failure, a stage that raises),
-   on an API server of that home started beside it as the command starts its own, then a byte search
-   of everything Prefect wrote (database, -wal, -shm, storage), the captured output (the server's
-   too), every artifact, log and state message read back through the API, and the public release.
+   on the command's embedded API server of that home (its output, ``embedded-server.log``, is in the
+   home), then a byte search of everything Prefect wrote (database, -wal, -shm, storage, the server's
+   output), the captured output, every artifact, log and state message read back through the API,
+   and the public release.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import json
 import os
 import pkgutil
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +29,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from dprelease import flows, tasks
-from dprelease.flows.settings import DEFAULTS, SERVER_ENV, die_with_parent_hook, free_port, server_command
 from dprelease.tasks import is_sensitive, mark_sensitive
 from tests.prefect_db import seed_home
 from tests.steward import steward_of
@@ -134,14 +133,16 @@ CANARIES = {
 RUNNER = r'''
 """Runs the scenarios of test_prefect_safety under this process's own PREFECT_HOME."""
 import json
-import os
 import sys
 import traceback
 from pathlib import Path
 
-from dprelease.flows.settings import configure, without_heartbeats
+from dprelease.flows.settings import configure, spawn_embedded_server, without_heartbeats
 
 configure()  # as the dprelease command does: before Prefect is imported
+# The command's embedded API server on this PREFECT_HOME, spawned as the command spawns it: it boots while this
+# process imports, and its output (embedded-server.log) lands in the home that is searched.
+server = spawn_embedded_server()
 # As the command does on its own server: no heartbeat thread per run. The block stays open for the whole
 # process: the object is kept (a generator context manager collected while open would close its block).
 NO_HEARTBEATS = without_heartbeats(True)
@@ -150,12 +151,9 @@ NO_HEARTBEATS.__enter__()
 import dprelease.flows.release  # noqa: E402
 import dprelease.tasks.validate  # noqa: E402
 from dprelease.flows.check import check_quality  # noqa: E402
-from tests.prefect_server import wait_until_healthy  # noqa: E402
 
 work = Path(sys.argv[1])
-# The API server the test started beside this process, on this PREFECT_HOME: it booted while this process
-# imported (as the command's embedded server does).
-wait_until_healthy(os.environ["PREFECT_API_URL"], work / "server")
+server.wait()
 results = {}
 
 
@@ -297,27 +295,11 @@ def canary_runs(tmp_path_factory):
     (work / "runner.py").write_text(RUNNER, encoding="utf-8")
     home = work / "home"
     seed_home(home / "prefect")  # Prefect's migrations already run (tests/prefect_db.py)
-    (work / "server").mkdir()
     started = time.monotonic()
-    # The runs' API server on the same PREFECT_HOME, started as the command starts its embedded server:
-    # it boots while the runner imports. Its output is searched with the runner's.
-    port = free_port()
-    with open(work / "server" / "server.log", "wb") as log:
-        server = subprocess.Popen(server_command(port), cwd=ROOT, env={**_environment(home), **DEFAULTS, **SERVER_ENV},
-                                  stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent_hook())
-    try:
-        proc = subprocess.run([sys.executable, str(work / "runner.py"), str(work), CANARY_LIBRARY], cwd=ROOT,
-                              env={**_environment(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"},
-                              capture_output=True, timeout=420, check=False)
-    finally:
-        server.send_signal(signal.SIGINT)  # uvicorn's clean stop: the database is closed before the search
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    proc = subprocess.run([sys.executable, str(work / "runner.py"), str(work), CANARY_LIBRARY], cwd=ROOT,
+                          env=_environment(home), capture_output=True, timeout=420, check=False)
     seconds = time.monotonic() - started
-    output = proc.stdout + proc.stderr + (work / "server" / "server.log").read_bytes()
+    output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output.decode(errors="replace")[-4000:]
     return SimpleNamespace(work=work, home=home / "prefect", output=output, seconds=seconds,
                            results=json.loads((work / "results.json").read_text()),
