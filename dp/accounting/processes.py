@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from dprelease.dp.errors import LedgerError
@@ -63,7 +63,10 @@ def release_lock(ledger: Path | str, release_id: str) -> Iterator[None]:
     """Hold the lock of one release id on one ledger: one run per release id at a time.
 
     An exclusive ``flock`` on ``<ledger>.lock-<release id>`` beside the ledger, released when the run ends
-    (or its process dies, which the kernel handles).
+    (or its process dies, which the kernel handles). The file is removed when the run ends, while the lock
+    is still held, so that a ledger's folder does not collect one file per release ever run. A process
+    that opened the file before that removal and locks it afterwards holds a lock on a file no longer
+    there: it checks that the path still names the file it locked, and else starts again on the new one.
 
     Raises:
         LedgerError: If another process runs this release id right now.
@@ -73,13 +76,30 @@ def release_lock(ledger: Path | str, release_id: str) -> Iterator[None]:
     file = Path(ledger)
     file.parent.mkdir(parents=True, exist_ok=True)
     target = file.with_name(f"{file.name}.lock-{release_id}")
-    fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+    while True:
+        fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise LedgerError(f"release {release_id!r} is being run by another process right now; "
                               "wait for it to finish (one run per release id at a time)") from None
+        if _names(target, fd):
+            break
+        os.close(fd)  # the holder before us removed it as it finished: lock the file now at the path
+    try:
         yield
     finally:
+        with suppress(FileNotFoundError):
+            os.unlink(target)
         os.close(fd)
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` is, right now, the file open as ``fd``."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)

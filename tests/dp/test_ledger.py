@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 import sqlite3
 import subprocess
@@ -15,7 +16,7 @@ from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
 from dprelease.dp.accounting.charges import ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.accounting.ledger_rows import head_path
-from dprelease.dp.accounting.processes import release_lock
+from dprelease.dp.accounting.processes import _names, release_lock
 from dprelease.dp.errors import BudgetExceededError, LedgerError, ParameterError
 from dprelease.dp.mechanisms.noise import DiscreteGaussian, measure
 from tests.noise import SpyNoise
@@ -206,6 +207,27 @@ def test_one_run_per_release_id(tmp_path):
             pass
     with release_lock(tmp_path / "l.sqlite", "r1"):
         pass
+
+
+def test_a_release_lock_leaves_no_file_and_a_removed_lock_file_does_not_hold_the_id(tmp_path):
+    import fcntl
+
+    ledger, path = tmp_path / "l.sqlite", tmp_path / "l.sqlite.lock-r1"
+    with release_lock(ledger, "r1"):
+        assert path.exists()
+        stale = os.open(path, os.O_RDWR)  # another process opened it just before this run ended
+    assert list(tmp_path.iterdir()) == []  # one file per release id ever run would pile up beside the ledger
+    try:
+        fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # ... and locks it now: a file no longer at the path
+        assert not _names(path, stale)
+        with release_lock(ledger, "r1"):  # so it does not hold the id; this run locks the new file
+            fresh = os.open(path, os.O_RDWR)
+            assert _names(path, fresh)
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fresh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.close(fresh)
+    finally:
+        os.close(stale)
 
 
 def test_measure_charges_before_drawing(tmp_path):
