@@ -26,6 +26,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import cast
 
+from dprelease.flows.failures import (
+    EXIT_FAIL,
+    EXIT_PASS,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    describe_failure,
+    exit_code,
+    one_line,
+)
 from dprelease.flows.settings import (
     CHECK_DEFERRED_MODULES,
     DEFERRED_MODULES,
@@ -38,7 +47,6 @@ from dprelease.flows.settings import (
     without_sql,
 )
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_CODES = {
     EXIT_PASS: "published (or already published and intact); for check: the data passes",
     EXIT_FAIL: "an unexpected failure (a stage failed; details in the steward-only area); for check: the data fails",
@@ -288,7 +296,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             stage = "schema" if isinstance(err, SchemaError) else "input"
             Path(args.junit).write_bytes(junit_report(suite_name, [(stage, "must be readable", str(err), True)]))
         if args.summary:
-            summary = {"schema": str(args.schema), "data": data.name, "passed": False, "error": _one_line(err)}
+            summary = {"schema": str(args.schema), "data": data.name, "passed": False, "error": one_line(err)}
             Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         if isinstance(err, SchemaError):
             raise
@@ -439,39 +447,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
-def _one_line(err: BaseException) -> str:
-    """An expected error's message on one line (messages are built from public values)."""
-    return " ".join(str(err).split())
-
-
-def exit_code(err: BaseException) -> int:
-    """The exit code for an exception that ended a command (see :data:`EXIT_CODES`)."""
-    from dprelease.dp.errors import BudgetExceededError, DPReleaseError, InternalError, LedgerError, ReleaseError
-
-    if isinstance(err, (BudgetExceededError, LedgerError)):
-        return EXIT_REFUSED
-    if isinstance(err, DPReleaseError):
-        return EXIT_FAIL if isinstance(err, ReleaseError | InternalError) else EXIT_USAGE
-    return EXIT_FAIL
-
-
-def describe_failure(err: BaseException) -> str:
-    """One line for the terminal: the public message of an expected error, else only the exception's type.
-
-    An unexpected exception may come from code that handled raw rows, so its text is never printed
-    here (``--debug`` prints the traceback for a steward at their own terminal).
-    """
-    from dprelease.dp.errors import BudgetExceededError, DPReleaseError, LedgerError, StageFailed
-
-    if isinstance(err, BudgetExceededError):
-        return f"refused by the budget: {_one_line(err)}"
-    if isinstance(err, LedgerError):
-        return f"refused by the ledger: {_one_line(err)}"
-    if isinstance(err, (DPReleaseError, StageFailed)):
-        return _one_line(err)
-    return f"unexpected failure ({type(err).__name__}); run with --debug for the traceback"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dprelease`` console script.
 
@@ -510,7 +485,7 @@ def _main(argv: list[str] | None, standalone: bool = False) -> int:
             import traceback
 
             traceback.print_exception(err, file=sys.stderr)
-        print(f"dprelease {args.command}: {describe_failure(err)}", file=sys.stderr)
+        print(f"dprelease {args.command}: {describe_failure(err, args.command)}", file=sys.stderr)
         code = exit_code(err)
         # For the gate, 1 means "the data fails its schema": a crash must not read as that.
         return EXIT_USAGE if args.command == "check" and code == EXIT_FAIL else code

@@ -173,3 +173,27 @@ def test_published_exits_0_and_an_unexpected_stage_failure_exits_1_with_one_line
     assert "dprelease release: stage validate_table failed with RuntimeError" in err
     assert "918273645" not in err and "Traceback" not in err
     assert not (out / DATASET / "broken").exists()
+
+
+def test_a_full_disk_is_named_as_the_system_refusal_it_is_not_an_unexpected_failure(tmp_path):
+    # /dev/full: every write fails with ENOSPC, as on a full disk (a real refusal of the kernel, no privilege needed)
+    code, _, err, _ = _cli("check", str(ADULT / "schema.yaml"), str(ADULT / "adult.parquet"), "--summary", "/dev/full",
+                           cwd=tmp_path)
+    assert code == 2
+    assert _one_line(err) == "dprelease check: the system refused: No space left on device"
+
+
+def test_only_the_systems_own_refusals_are_worded_and_never_by_the_exceptions_text():
+    import errno
+
+    from dprelease.flows.failures import describe_failure
+
+    full = OSError(errno.ENOSPC, "disk full near value 41234", "/srv/out/.staging-r1/synthetic/part-0.parquet")
+    line = describe_failure(full, "release")
+    assert line.startswith("the system refused at /srv/out/.staging-r1/synthetic/part-0.parquet: No space left on "
+                           "device; whatever this release drew stays booked: run it again with the same --release-id")
+    assert "41234" not in line  # the standard wording of the code, not the exception's text
+    assert describe_failure(OSError(errno.EROFS, "x"), "check") == "the system refused: Read-only file system"
+    for other in (OSError("a library's message quoting a value 41234"), OSError(errno.ENOENT, "gone", "/a/b")):
+        expected = f"unexpected failure ({type(other).__name__}); run with --debug for the traceback"
+        assert describe_failure(other, "release") == expected
