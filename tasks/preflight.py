@@ -181,6 +181,27 @@ def check_steward_root(root: Path, out: Path) -> None:
     check_writable(root, "steward folder")
 
 
+def check_apart_from_output(spec: ReleaseSpec, out: Path, ledger: Path) -> None:
+    """The data and the ledger lie outside the public output folder, and the output folder outside the data.
+
+    A public tree that holds the data (or the ledger) would take it along wherever it is copied or synced;
+    an output folder inside a data folder puts the published files among the rows the next release reads.
+
+    Raises:
+        InputError: Naming the path and the rule.
+    """
+    out, data = out.resolve(), spec.data.resolve()
+    if data == out or out in data.parents:
+        raise InputError(f"data {spec.data.name}: must lie outside the output folder {out}: copying or syncing "
+                         "the public tree must never take the rows along")
+    if data in out.parents:
+        raise InputError(f"output folder {out}: must lie outside the data folder {data}: the published files would "
+                         "sit among the rows a later release reads")
+    if out in ledger.resolve().parents:
+        raise InputError(f"ledger {ledger.name}: must lie outside the output folder {out}: copying or syncing the "
+                         "public tree must never take the steward's ledger along")
+
+
 def preflight(
     spec_path: str, out: str, ledger: str, dask: str | None = None, release_id: str | None = None,
     internal: str | None = None,
@@ -209,6 +230,7 @@ def preflight(
     check_budget(spec, Path(ledger), release_id)  # opening the ledger refuses a file that is not one
     check_data_files(spec)
     check_writable(Path(out), "output folder")
+    check_apart_from_output(spec, Path(out), Path(ledger))
     check_steward_root(steward_root(spec, internal), Path(out))
     address = dask or spec.dask_address
     if address:

@@ -15,7 +15,7 @@ from dprelease.schemas.identifiers import FolderError, IdentifierError, check_id
 from dprelease.schemas.model import SchemaError
 from dprelease.schemas.spec import load_spec
 from dprelease.tasks.ingest import InputError
-from dprelease.tasks.preflight import check_steward_root
+from dprelease.tasks.preflight import check_apart_from_output, check_steward_root
 from dprelease.tasks.staging import STAGING_RECORD, create_staging, create_steward, manifest_seal, verify_release
 from tests.examples import adult_example
 from tests.steward import steward_of
@@ -100,6 +100,36 @@ def test_the_steward_root_must_lie_outside_the_output_folder(tmp_path):
     with pytest.raises(InputError, match="outside the output folder"):
         check_steward_root(tmp_path, tmp_path / "out")
     check_steward_root(tmp_path / "internal", tmp_path / "out")
+
+
+def test_data_and_ledger_lie_outside_the_output_folder_and_the_output_outside_the_data(tmp_path):
+    spec = load_spec(adult_example(tmp_path))  # data: example/adult.parquet
+    with pytest.raises(InputError, match=r"^data adult.parquet: must lie outside the output folder .* rows along$"):
+        check_apart_from_output(spec, tmp_path, tmp_path / "l.sqlite")  # the public tree would hold the rows
+    with pytest.raises(InputError, match=r"data adult\.parquet: must lie outside the output folder"):
+        check_apart_from_output(spec, tmp_path / "example", tmp_path / "l.sqlite")
+    with pytest.raises(InputError, match=r"^ledger l.sqlite: must lie outside the output folder"):
+        check_apart_from_output(spec, tmp_path / "out", tmp_path / "out" / "l.sqlite")
+    check_apart_from_output(spec, tmp_path / "out", tmp_path / "l.sqlite")
+    rows = tmp_path / "rows"
+    rows.mkdir()
+    shutil.copy(tmp_path / "example" / "adult.parquet", rows / "part-0.parquet")
+    (tmp_path / "b").mkdir()
+    by_folder = load_spec(adult_example(tmp_path / "b", data=str(rows)))
+    for out in (rows, rows / "public"):
+        with pytest.raises(InputError, match="must lie outside the"):
+            check_apart_from_output(by_folder, out, tmp_path / "l.sqlite")
+
+
+def test_the_command_refuses_an_output_folder_among_the_rows_before_anything_is_written(tmp_path, capsys):
+    spec = adult_example(tmp_path)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    code = main(["release", str(spec), "--out", str(tmp_path), "--ledger", str(tmp_path.parent / f"{tmp_path.name}.db"),
+                 "--internal", str(tmp_path.parent / f"{tmp_path.name}-internal")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("dprelease release: data adult.parquet: must lie outside")
+    assert "\n" not in err and sorted(str(p) for p in tmp_path.rglob("*")) == before
+    assert not (tmp_path.parent / f"{tmp_path.name}.db").exists()
 
 
 def _release_folder(root: Path) -> Path:
