@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dprelease.dp.errors import InternalError
 from dprelease.dp.local.estimators import consistent, estimate
 from dprelease.dp.local.rappor import cohort_counts, decode
 from dprelease.reports.charts import estimates_chart
@@ -28,6 +29,44 @@ DECODE_ERROR = "per-family two-stage"
 
 REQUIRED = {"GRR": ("value",), "SUE": ("bits",), "OUE": ("bits",), "OLH": ("seed", "value"),
             "RAPPOR": ("cohort", "bits")}
+
+BITS = r"^[01]+\Z"
+"""A bit vector: '0' and '1' only (``\\Z``, not ``$``: ``$`` also matches before a final newline)."""
+
+
+def _is_string(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        return _is_string(kind.value_type)
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _is_integer(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(kind))
+
+
+def _is_identifier(kind: pa.DataType) -> bool:
+    return _is_string(kind) or _is_integer(kind)
+
+
+TYPES = {"report_id": (_is_identifier, "a string or integer"),
+         "params": (_is_string, "a string"), "bits": (_is_string, "a string"),
+         "value": (_is_integer, "an integer"), "seed": (_is_integer, "an integer"),
+         "cohort": (_is_integer, "an integer")}
+"""The Arrow type each report column must have (a float seed or cohort would be rounded into another report)."""
+
+
+def _type_problems(schema: pa.Schema, collection: Collection) -> list[str]:
+    """The columns of the collection's report format whose Arrow type is wrong (types only, no values)."""
+    problems = []
+    for column in ("report_id", "params", *REQUIRED[collection.protocol]):
+        index = schema.get_field_index(column)
+        if index < 0:
+            continue  # a missing column is Great Expectations' ColumnToExist (pyarrow refuses a repeated one)
+        accepts, rule = TYPES[column]
+        kind = schema.field(index).type
+        if not accepts(kind):
+            problems.append(f"column {column!r}: must be {rule} (is {kind})")
+    return problems
 
 
 @dataclass
@@ -59,14 +98,14 @@ def _expectations(collection: Collection) -> list[Any]:
     checks: list[Any] = [ExpectTableRowCountToBeBetween(min_value=1),
                          ExpectColumnToExist(column="report_id"), ExpectColumnValuesToNotBeNull(column="report_id"),
                          ExpectColumnValuesToBeUnique(column="report_id"),
-                         ExpectColumnToExist(column="params"),
+                         ExpectColumnToExist(column="params"), ExpectColumnValuesToNotBeNull(column="params"),
                          ExpectColumnValuesToBeInSet(column="params", value_set=[collection.fingerprint()])]
     for column in REQUIRED[collection.protocol]:
         checks += [ExpectColumnToExist(column=column), ExpectColumnValuesToNotBeNull(column=column)]
     width = collection.width()
     if width is not None:
         checks += [ExpectColumnValueLengthsToEqual(column="bits", value=width),
-                   ExpectColumnValuesToMatchRegex(column="bits", regex=r"^[01]+$")]
+                   ExpectColumnValuesToMatchRegex(column="bits", regex=BITS)]
     if collection.protocol == "GRR":
         checks.append(ExpectColumnValuesToBeBetween(column="value", min_value=0, max_value=collection.k - 1))
     if collection.protocol == "OLH":
@@ -92,9 +131,11 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
     named and counted, and it stays where it is (nothing is deleted).
     """
     import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     files = sorted(collection.batches.glob("*.parquet")) if collection.batches.is_dir() else []
     context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     definition = (context.data_sources.add_pandas("ldp").add_dataframe_asset(collection.name)
                   .add_batch_definition_whole_dataframe("batch"))
     suite = gx.ExpectationSuite(name=f"ldp-{collection.name}")
@@ -103,12 +144,18 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
     seen: dict[str, str] = {}
     out: list[BatchCheck] = []
     for path in files:
+        if not path.is_file():  # a folder would be read as a dataset, a pipe would block
+            out.append(BatchCheck(path.name, 0, ["not a regular file"]))
+            continue
         try:
             table = pq.read_table(path)
         except (pa.ArrowInvalid, OSError) as err:
             out.append(BatchCheck(path.name, 0, [f"not a readable Parquet file ({type(err).__name__})"]))
             continue
-        check = BatchCheck(path.name, table.num_rows)
+        check = BatchCheck(path.name, table.num_rows, _type_problems(table.schema, collection))
+        if not check.accepted:
+            out.append(check)
+            continue
         frame = table.to_pandas()
         result = definition.get_batch(batch_parameters={"dataframe": frame}).validate(
             suite, result_format={"result_format": "BOOLEAN_ONLY"})
@@ -128,7 +175,10 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
 
 def _bits(table: pa.Table, width: int) -> np.ndarray:
     joined = "".join(table.column("bits").cast(pa.string()).to_pylist()).encode("ascii")
-    return (np.frombuffer(joined, dtype=np.uint8) - ord("0")).reshape(-1, width)
+    out = (np.frombuffer(joined, dtype=np.uint8) - ord("0")).reshape(-1, width)
+    if out.size and out.max() > 1:
+        raise InternalError("a bit vector other than 0/1 passed the batch checks")
+    return out
 
 
 def aggregate(collection: Collection, accepted: list[str]) -> dict[str, Any]:

@@ -125,3 +125,59 @@ def test_a_bad_collection_spec_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["ldp-collect", str(spec)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "batches: ('s3://bucket/r/') is a URL; dprelease reads local files" in err[0], err
+
+
+def _renumbered(table: pa.Table, prefix: str) -> pa.Table:
+    return table.set_column(0, "report_id", pa.array([f"{prefix}{i}" for i in range(table.num_rows)]))
+
+
+def _with(table: pa.Table, column: str, values: pa.Array) -> pa.Table:
+    return table.set_column(table.column_names.index(column), column, values)
+
+
+def test_reports_that_only_look_well_formed_are_refused(tmp_path):
+    from dprelease.tasks.ldp import aggregate, check_batches
+
+    path = _collection(tmp_path, people=1_000, days=1)
+    collection = load_collection(path)
+    good = pq.read_table(collection.batches / "day-1.parquet")
+    bits = good.column("bits").to_pylist()
+    newline = _with(good, "bits", pa.array([b[:-1] + "\n" for b in bits]))  # '$' matches before a final newline
+    pq.write_table(_renumbered(newline, "nl"), collection.batches / "newline.parquet")
+    no_params = _with(good, "params", pa.array([None] * good.num_rows, pa.string()))
+    pq.write_table(_renumbered(no_params, "np"), collection.batches / "null-params.parquet")
+    pq.write_table(_renumbered(_with(good, "bits", pa.array([b.encode() for b in bits], pa.binary())), "bin"),
+                   collection.batches / "binary-bits.parquet")
+    (collection.batches / "folder.parquet").mkdir()  # pyarrow would read a folder as a dataset
+    checks = {c.name: c for c in check_batches(collection)}
+    assert [name for name, c in checks.items() if c.accepted] == ["day-1.parquet"]
+    assert checks["newline.parquet"].problems == ["column 'bits': ColumnValuesToMatchRegex"]
+    assert checks["null-params.parquet"].problems == ["column 'params': ColumnValuesToNotBeNull"]
+    assert checks["binary-bits.parquet"].problems == ["column 'bits': must be a string (is binary)"]
+    assert checks["folder.parquet"].problems == ["not a regular file"]
+    support = aggregate(collection, ["day-1.parquet"])["support"]
+    assert support.sum() == sum(b.count("1") for b in bits)
+
+
+@pytest.mark.parametrize(("protocol", "column", "array"), [
+    ("OLH", "seed", lambda t: pa.array(t.column("seed").to_numpy().astype(float))),  # rounded to another hash
+    ("OLH", "seed", lambda t: pa.array([str(s) for s in t.column("seed").to_pylist()])),
+    ("GRR", "value", lambda t: pa.array([bool(v % 2) for v in t.column("value").to_pylist()])),
+    ("GRR", "value", lambda t: pa.array(t.column("value").to_numpy().astype(float))),
+])
+def test_a_payload_of_another_type_is_refused_by_its_type(tmp_path, protocol, column, array):
+    from dprelease.tasks.ldp import check_batches
+
+    path = _collection(tmp_path, people=500, days=1)
+    doc = yaml.safe_load(path.read_text())
+    doc.update(protocol=protocol, collection=f"typed-{protocol.lower()}")
+    path.write_text(yaml.safe_dump(doc))
+    collection = load_collection(path)
+    good = encode_batch(collection, population(500, seed=3), SeededBits(4), prefix="g")
+    pq.write_table(good, collection.batches / "day-1.parquet")
+    bad = _renumbered(_with(good, column, array(good)), "x")
+    pq.write_table(bad, collection.batches / "typed.parquet")
+    checks = {c.name: c for c in check_batches(collection)}
+    assert checks["day-1.parquet"].accepted
+    kind = bad.schema.field(column).type
+    assert checks["typed.parquet"].problems == [f"column {column!r}: must be an integer (is {kind})"]
