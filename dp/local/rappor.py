@@ -42,6 +42,14 @@ FloatArray = npt.NDArray[np.float64]
 UINT8 = npt.NDArray[np.uint8]
 
 
+MAX_HASHES = 8
+"""Hash functions per value: :func:`_positions` cuts one SHA-256 digest into 8 positions of 32 bits."""
+MAX_BITS = 4096
+"""Bloom filter bits (Google's deployments used 128 to 256)."""
+MAX_COHORTS = 4096
+"""Cohorts."""
+
+
 @dataclass(frozen=True)
 class RapporParams:
     """Public parameters of a RAPPOR collection.
@@ -71,6 +79,12 @@ class RapporParams:
                 raise ParameterError(f"RAPPOR: {name} ({value!r}) must be a positive integer")
         if self.h > self.k:
             raise ParameterError("RAPPOR: h must not exceed k")
+        if self.h > MAX_HASHES:
+            raise ParameterError(f"RAPPOR: h ({self.h}) must be at most {MAX_HASHES} (one SHA-256 digest gives "
+                                 f"{MAX_HASHES} positions of 32 bits)")
+        for name, most in (("k", MAX_BITS), ("m", MAX_COHORTS)):
+            if getattr(self, name) > most:
+                raise ParameterError(f"RAPPOR: {name} ({getattr(self, name)}) must be at most {most}")
         for name in ("f", "p", "q"):
             value = Fraction(getattr(self, name))
             object.__setattr__(self, name, value)
