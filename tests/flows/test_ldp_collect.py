@@ -181,3 +181,69 @@ def test_a_payload_of_another_type_is_refused_by_its_type(tmp_path, protocol, co
     assert checks["day-1.parquet"].accepted
     kind = bad.schema.field(column).type
     assert checks["typed.parquet"].problems == [f"column {column!r}: must be an integer (is {kind})"]
+
+
+def test_a_run_that_accepts_no_batch_registers_nothing(prefect_harness, tmp_path):
+    from dprelease.flows.ldp_collect import ldp_collect
+
+    path = _collection(tmp_path, people=1_000, days=1)
+    registry = tmp_path / "reg.sqlite"
+    right = path.read_text()
+    doc = yaml.safe_load(right)
+    doc["epsilon"] = 2.0  # a typo: the devices report at ln 3
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(CollectionError, match=r"no batch .* was accepted \(day-1.parquet: column 'params'"):
+        ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=str(registry), run_id="typo")
+    path.write_text(right)  # corrected: the collection was not fixed to the typo
+    target = Path(ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=str(registry), run_id="fixed"))
+    assert json.loads((target / "audit.json").read_text())["batches"]["reports_used"] == 1_000
+
+
+def _registry_rows(registry: Path) -> list[tuple[str, ...]]:
+    import sqlite3
+
+    db = sqlite3.connect(registry)
+    try:
+        return [tuple(map(str, row)) for row in db.execute("SELECT * FROM sqlite_master")]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("mistake", ["no-folder", "empty-folder", "out-is-a-file", "registry-is-a-folder",
+                                     "registry-not-sqlite", "registry-of-another-application", "published-run-id"])
+def test_a_mistake_that_needs_no_report_is_one_line_exit_2_and_registers_nothing(tmp_path, capsys, mistake):
+    import sqlite3
+
+    path = _collection(tmp_path, people=200, days=1)
+    batches = load_collection(path).batches
+    out, registry = tmp_path / "out", tmp_path / "reg.sqlite"
+    if mistake == "no-folder":
+        shutil.rmtree(batches)
+    elif mistake == "empty-folder":
+        (batches / "day-1.parquet").unlink()
+    elif mistake == "out-is-a-file":
+        out.write_text("")
+    elif mistake == "registry-is-a-folder":
+        registry.mkdir()
+    elif mistake == "registry-not-sqlite":
+        registry.write_text("not a database\n" * 100)
+    elif mistake == "registry-of-another-application":
+        db = sqlite3.connect(registry)
+        db.execute("CREATE TABLE datasets (name TEXT)")
+        db.commit()
+        db.close()
+    else:
+        (out / "covid-states" / "day1").mkdir(parents=True)
+    before = _registry_rows(registry) if registry.is_file() and mistake != "registry-not-sqlite" else None
+    code = main(["ldp-collect", str(path), "--out", str(out), "--registry", str(registry), "--run-id", "day1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    expected = {"no-folder": "does not exist", "empty-folder": "holds no *.parquet batch",
+                "out-is-a-file": "is not a folder", "registry-is-a-folder": "must be a file",
+                "registry-not-sqlite": "is not an SQLite database", "published-run-id": "already published",
+                "registry-of-another-application": "is an SQLite database of something else"}[mistake]
+    assert expected in err[0]
+    if before is not None:
+        assert _registry_rows(registry) == before  # another application's database is left untouched
+    elif mistake != "registry-is-a-folder" and mistake != "registry-not-sqlite":
+        assert not registry.exists()
