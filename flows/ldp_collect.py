@@ -30,10 +30,10 @@ def check_task(spec: str) -> list[BatchCheck]:
 
 
 @task(name="decode_and_publish", **PUBLIC)
-def decode_task(spec: str, accepted: list[str], checks: list[BatchCheck], staging: str) -> dict[str, object]:
+def decode_task(spec: str, checks: list[BatchCheck], staging: str) -> dict[str, object]:
     """Count the accepted reports, estimate or decode, and write the public outputs into ``staging``."""
     collection = load_collection(spec)
-    table, summary = estimates_table(collection, aggregate(collection, accepted))
+    table, summary = estimates_table(collection, aggregate(collection, [c for c in checks if c.accepted]))
     write_outputs(collection, Path(staging), table, summary, checks)
     return summary
 
@@ -80,7 +80,7 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     try:
-        decode_task(str(collection.source), accepted, checks, str(staging))
+        decode_task(str(collection.source), checks, str(staging))
         os.chmod(staging, 0o755)
         os.rename(staging, target)
     except BaseException:

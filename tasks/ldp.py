@@ -7,6 +7,7 @@ guarantee (unlike the central release's raw-data tasks). They still carry no rep
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from dprelease.dp.errors import InternalError
 from dprelease.dp.local.estimators import consistent, estimate
 from dprelease.dp.local.rappor import cohort_counts, decode
 from dprelease.reports.charts import estimates_chart
-from dprelease.schemas.ldp import Collection
+from dprelease.schemas.ldp import Collection, CollectionError
 
 DECODE_ALPHA = 0.1
 DECODE_ERROR = "per-family two-stage"
@@ -76,6 +77,8 @@ class BatchCheck:
     name: str
     rows: int
     problems: list[str] = field(default_factory=list)
+    sha256: str = ""
+    """The checked bytes' digest: :func:`aggregate` counts exactly these bytes, or refuses a batch changed since."""
 
     @property
     def accepted(self) -> bool:
@@ -123,6 +126,12 @@ def _rule(expectation: Any) -> str:
     return f"column {column!r}: {kind}" if column else kind
 
 
+def _read(path: Path) -> tuple[pa.Table, str]:
+    """A batch's table and the SHA-256 of the bytes it was read from (one read: what is checked is what is hashed)."""
+    data = path.read_bytes()
+    return pq.read_table(pa.BufferReader(data)), hashlib.sha256(data).hexdigest()
+
+
 def check_batches(collection: Collection) -> list[BatchCheck]:
     """Validate every batch of the collection with Great Expectations; duplicates across batches refuse the later.
 
@@ -148,11 +157,11 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
             out.append(BatchCheck(path.name, 0, ["not a regular file"]))
             continue
         try:
-            table = pq.read_table(path)
+            table, digest = _read(path)
         except (pa.ArrowInvalid, OSError) as err:
             out.append(BatchCheck(path.name, 0, [f"not a readable Parquet file ({type(err).__name__})"]))
             continue
-        check = BatchCheck(path.name, table.num_rows, _type_problems(table.schema, collection))
+        check = BatchCheck(path.name, table.num_rows, _type_problems(table.schema, collection), digest)
         if not check.accepted:
             out.append(check)
             continue
@@ -181,9 +190,19 @@ def _bits(table: pa.Table, width: int) -> np.ndarray:
     return out
 
 
-def aggregate(collection: Collection, accepted: list[str]) -> dict[str, Any]:
-    """Support counts (or RAPPOR's per-cohort bit counts) over the accepted batches."""
-    tables = [pq.read_table(collection.batches / name) for name in accepted]
+def aggregate(collection: Collection, accepted: list[BatchCheck]) -> dict[str, Any]:
+    """Support counts (or RAPPOR's per-cohort bit counts) over the accepted batches, as they were checked.
+
+    Raises:
+        CollectionError: If a batch's bytes changed since it was checked (replaced while the run ran).
+    """
+    tables = []
+    for check in accepted:
+        table, digest = _read(collection.batches / check.name)
+        if digest != check.sha256:
+            raise CollectionError(f"batch {check.name}: changed since it was checked (replaced during the run); "
+                                  "nothing was published: run again")
+        tables.append(table)
     n = sum(t.num_rows for t in tables)
     if collection.protocol == "RAPPOR":
         assert collection.rappor is not None

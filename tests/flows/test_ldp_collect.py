@@ -155,7 +155,7 @@ def test_reports_that_only_look_well_formed_are_refused(tmp_path):
     assert checks["null-params.parquet"].problems == ["column 'params': ColumnValuesToNotBeNull"]
     assert checks["binary-bits.parquet"].problems == ["column 'bits': must be a string (is binary)"]
     assert checks["folder.parquet"].problems == ["not a regular file"]
-    support = aggregate(collection, ["day-1.parquet"])["support"]
+    support = aggregate(collection, [checks["day-1.parquet"]])["support"]
     assert support.sum() == sum(b.count("1") for b in bits)
 
 
@@ -247,3 +247,18 @@ def test_a_mistake_that_needs_no_report_is_one_line_exit_2_and_registers_nothing
         assert _registry_rows(registry) == before  # another application's database is left untouched
     elif mistake != "registry-is-a-folder" and mistake != "registry-not-sqlite":
         assert not registry.exists()
+
+
+def test_a_batch_replaced_after_its_check_is_not_counted(tmp_path):
+    from dprelease.tasks.ldp import aggregate, check_batches
+
+    path = _collection(tmp_path, people=400, days=2)
+    collection = load_collection(path)
+    checks = check_batches(collection)
+    assert all(c.accepted for c in checks)
+    other = load_collection(path)  # the same format, other reports: only the bytes tell them apart
+    pq.write_table(encode_batch(other, population(200, seed=9), SeededBits(9), prefix="late"),
+                   collection.batches / "day-2.parquet")
+    with pytest.raises(CollectionError, match=r"^batch day-2.parquet: changed since it was checked"):
+        aggregate(collection, checks)
+    assert aggregate(collection, checks[:1])["reports"] == 200
