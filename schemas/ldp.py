@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -155,8 +156,9 @@ def load_collection(path: Path | str) -> Collection:
     values = doc["values"]
     if not isinstance(values, list) or len(values) < 2 or not all(isinstance(v, str) and v for v in values):
         raise _fail(f"{where}: values", "must be a list of at least 2 non-empty strings (the public domain)")
-    if len(set(values)) != len(values):
-        raise _fail(f"{where}: values", "must not repeat a value")
+    if len({unicodedata.normalize("NFC", v) for v in values}) != len(values):
+        raise _fail(f"{where}: values", "must not repeat a value (compared in Unicode NFC: 'café' written two ways "
+                                        "is one value)")
     if len(values) > 100_000:
         raise _fail(f"{where}: values", "at most 100000 values")
     epsilon: float | None = None

@@ -52,3 +52,9 @@ def test_an_epsilon_with_no_signal_on_the_grid_is_refused_when_the_spec_is_read(
     path = _spec(tmp_path, protocol=protocol, epsilon=1e-12, rappor=None)
     with pytest.raises(CollectionError, match=r"epsilon: .*epsilon \(1e-12\) is too small"):
         load_collection(path)
+
+
+def test_values_equal_in_unicode_nfc_are_one_value(tmp_path):
+    path = _spec(tmp_path, protocol="OUE", epsilon=1, rappor=None, values=["caf\u00e9", "cafe\u0301", "tea"])
+    with pytest.raises(CollectionError, match=r"values: must not repeat a value \(compared in Unicode NFC"):
+        load_collection(path)
