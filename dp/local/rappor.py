@@ -48,6 +48,8 @@ MAX_BITS = 4096
 """Bloom filter bits (Google's deployments used 128 to 256)."""
 MAX_COHORTS = 4096
 """Cohorts."""
+MAX_DENOMINATOR = 1 << 32
+"""f, p and q: the largest denominator (the secure source draws below 2^62; 2f's draw is below twice f's)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,9 @@ class RapporParams:
             object.__setattr__(self, name, value)
             if not 0 <= value <= 1:
                 raise ParameterError(f"RAPPOR: {name} must be a probability")
+            if value.denominator > MAX_DENOMINATOR:  # the encoders draw a uniform integer below it (or twice it)
+                raise ParameterError(f"RAPPOR: {name} must be a fraction with a denominator of at most 2^32 (as 9/16 "
+                                     "or 0.1), which the client encoders draw exactly")
         if not 0 < self.f < 1 or self.p >= self.q:
             raise ParameterError("RAPPOR: need 0 < f < 1 and p < q")
         half = self.f * (self.p + self.q) / 2

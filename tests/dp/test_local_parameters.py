@@ -37,3 +37,13 @@ def test_rappor_refuses_a_bloom_filter_or_cohorts_beyond_the_decoder(name, size)
     arguments = {"k": 32, "h": 1, "m": 64, "f": Fraction(1, 2), name: size}
     with pytest.raises(ParameterError, match=re.escape(f"RAPPOR: {name} ({size}) must be at most 4096")):
         RapporParams(**arguments)
+
+
+@pytest.mark.parametrize("name", ["f", "p"])
+def test_rappor_refuses_a_probability_the_client_encoders_cannot_draw(name):
+    arguments = {"k": 32, "h": 1, "m": 64, "f": Fraction(9, 16), "p": Fraction(1, 8), "q": Fraction(11, 16),
+                 name: Fraction("0.1234567890123456789")}  # a denominator of 10^19: the secure source stops at 2^62
+    with pytest.raises(ParameterError, match=re.escape(f"RAPPOR: {name} must be a fraction with a denominator of at "
+                                                       "most 2^32")):
+        RapporParams(**arguments)
+    assert RapporParams(**{**arguments, name: Fraction("0.1")}).p_star > 0

@@ -25,7 +25,8 @@ def _spec(tmp_path: Path, **fields: object) -> Path:
 @pytest.mark.parametrize(("rappor", "message"), [
     ({**RAPPOR, "H": 2}, "rappor: unknown key 'H'; give exactly k, h, m, f, p, q"),  # h stayed at a default of 2
     ({"k": 32, "m": 64, "f": "1/2", "p": "1/2", "q": "3/4"}, "rappor: missing h: give k, h, m, f, p, q"),
-    ({**RAPPOR, "f": 1e-300}, "rappor: the longitudinal epsilon (1383) must be at most 10"),
+    ({**RAPPOR, "f": "1/1000"}, "rappor: the longitudinal epsilon (15.2) must be at most 10"),
+    ({**RAPPOR, "f": 1e-300}, "rappor: RAPPOR: f must be a fraction with a denominator of at most 2^32"),
     ({**RAPPOR, "f": "1/10", "h": 2}, "rappor: the longitudinal epsilon (11.78) must be at most 10"),
     ({**RAPPOR, "m": 4096, "k": 4096}, "rappor: m x k x values (50331648) must be at most 33554432"),
     ({**RAPPOR, "h": 9, "k": 64}, "rappor: RAPPOR: h (9) must be at most 8"),
