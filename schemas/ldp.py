@@ -156,6 +156,9 @@ def load_collection(path: Path | str) -> Collection:
     values = doc["values"]
     if not isinstance(values, list) or len(values) < 2 or not all(isinstance(v, str) and v for v in values):
         raise _fail(f"{where}: values", "must be a list of at least 2 non-empty strings (the public domain)")
+    for index, value in enumerate(values):
+        if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):  # the chart is XML, the outputs UTF-8
+            raise _fail(f"{where}: values[{index}]", "must be printable text (no control character or lone surrogate)")
     if len({unicodedata.normalize("NFC", v) for v in values}) != len(values):
         raise _fail(f"{where}: values", "must not repeat a value (compared in Unicode NFC: 'café' written two ways "
                                         "is one value)")

@@ -59,3 +59,13 @@ def test_values_equal_in_unicode_nfc_are_one_value(tmp_path):
     path = _spec(tmp_path, protocol="OUE", epsilon=1, rappor=None, values=["caf\u00e9", "cafe\u0301", "tea"])
     with pytest.raises(CollectionError, match=r"values: must not repeat a value \(compared in Unicode NFC"):
         load_collection(path)
+
+
+@pytest.mark.parametrize("value", ["a\x01", "b\ud800", "tab\tstop"])
+def test_a_value_the_outputs_cannot_hold_is_refused(tmp_path, value):
+    # \x01 made chart.svg ill-formed XML; a lone surrogate failed the run after the checks (no UTF-8 for it)
+    path = tmp_path / "c.yaml"
+    escaped = value.encode("unicode_escape").decode()  # YAML's double-quoted escapes
+    path.write_text(f'collection: c\nprotocol: OUE\nepsilon: 1\nvalues: [ok, "{escaped}"]\nbatches: r/\n')
+    with pytest.raises(CollectionError, match=r"values\[1\]: must be printable text"):
+        load_collection(path)
