@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,38 +191,52 @@ def _bits(table: pa.Table, width: int) -> np.ndarray:
     return out
 
 
-def aggregate(collection: Collection, accepted: list[BatchCheck]) -> dict[str, Any]:
-    """Support counts (or RAPPOR's per-cohort bit counts) over the accepted batches, as they were checked.
+CHUNK_CELLS = 1 << 24
+"""Report bits decoded at once (16 MiB of uint8): memory stays bounded however many and wide the reports."""
 
-    Raises:
-        CollectionError: If a batch's bytes changed since it was checked (replaced while the run ran).
-    """
-    tables = []
+
+def _chunks(collection: Collection, accepted: list[BatchCheck]) -> Iterator[pa.Table]:
+    """The accepted batches, one at a time, as they were checked, in slices of at most :data:`CHUNK_CELLS` bits."""
+    rows = max(1, CHUNK_CELLS // (collection.width() or 1))
     for check in accepted:
         table, digest = _read(collection.batches / check.name)
         if digest != check.sha256:
             raise CollectionError(f"batch {check.name}: changed since it was checked (replaced during the run); "
                                   "nothing was published: run again")
-        tables.append(table)
-    n = sum(t.num_rows for t in tables)
+        for start in range(0, table.num_rows, rows):
+            yield table.slice(start, rows)
+
+
+def aggregate(collection: Collection, accepted: list[BatchCheck]) -> dict[str, Any]:
+    """Support counts (or RAPPOR's per-cohort bit counts) over the accepted batches, as they were checked.
+
+    Batches are read and counted one by one, and bit vectors decoded in slices: a collection that grows
+    by a batch a day is never held in memory whole.
+
+    Raises:
+        CollectionError: If a batch's bytes changed since it was checked (replaced while the run ran).
+    """
+    n = 0
     if collection.protocol == "RAPPOR":
         assert collection.rappor is not None
         counts = np.zeros((collection.rappor.m, collection.rappor.k), dtype=np.int64)
         per_cohort = np.zeros(collection.rappor.m, dtype=np.int64)
-        for t in tables:
+        for t in _chunks(collection, accepted):
             c, m = cohort_counts(_bits(t, collection.rappor.k), t.column("cohort").to_numpy(), collection.rappor)
             counts += c
             per_cohort += m
+            n += t.num_rows
         return {"reports": n, "counts": counts, "per_cohort": per_cohort}
     protocol = collection.randomizer()
     support = np.zeros(collection.k, dtype=np.int64)
-    for t in tables:
+    for t in _chunks(collection, accepted):
         if collection.protocol == "GRR":
             support += protocol.support(t.column("value").to_numpy())
         elif collection.protocol == "OLH":
             support += protocol.support((t.column("seed").to_numpy(), t.column("value").to_numpy()))
         else:
             support += protocol.support(_bits(t, collection.k))  # type: ignore[arg-type]
+        n += t.num_rows
     return {"reports": n, "support": support}
 
 

@@ -262,3 +262,19 @@ def test_a_batch_replaced_after_its_check_is_not_counted(tmp_path):
     with pytest.raises(CollectionError, match=r"^batch day-2.parquet: changed since it was checked"):
         aggregate(collection, checks)
     assert aggregate(collection, checks[:1])["reports"] == 200
+
+
+@pytest.mark.parametrize("spec", ["collection.yaml", "rappor.yaml"])
+def test_counting_in_slices_gives_the_counts_of_whole_batches(tmp_path, monkeypatch, spec):
+    from dprelease.tasks import ldp
+
+    path = _collection(tmp_path, spec, people=1_000, days=2)
+    collection = load_collection(path)
+    checks = ldp.check_batches(collection)
+    whole = ldp.aggregate(collection, checks)
+    monkeypatch.setattr(ldp, "CHUNK_CELLS", 7 * 32)  # 7 reports a slice: slices end inside each batch
+    sliced = ldp.aggregate(collection, checks)
+    assert whole["reports"] == sliced["reports"] == 1_000
+    for key in ("support", "counts", "per_cohort"):
+        if key in whole:
+            assert (whole[key] == sliced[key]).all() and whole[key].sum() > 0
