@@ -154,6 +154,10 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
     seen: dict[str, str] = {}
     out: list[BatchCheck] = []
     for path in files:
+        if not path.name.isprintable():  # a newline or an escape sequence would reach the terminal and the logs
+            out.append(BatchCheck(path.name.encode("unicode_escape").decode("ascii"), 0,
+                                  ["file name must be printable (no control character)"]))
+            continue
         if not path.is_file():  # a folder would be read as a dataset, a pipe would block
             out.append(BatchCheck(path.name, 0, ["not a regular file"]))
             continue
