@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,10 +127,56 @@ def _rule(expectation: Any) -> str:
     return f"column {column!r}: {kind}" if column else kind
 
 
-def _read(path: Path) -> tuple[pa.Table, str]:
-    """A batch's table and the SHA-256 of the bytes it was read from (one read: what is checked is what is hashed)."""
+CHECK_ROWS = 1 << 18
+"""Reports validated at once: a batch of any size is checked in slices of this many rows."""
+ROW_COUNT = "TableRowCountToBeBetween"
+UNIQUE = "column 'report_id': ColumnValuesToBeUnique"
+
+
+def _open(path: Path) -> tuple[pq.ParquetFile, str]:
+    """A batch and the SHA-256 of the bytes it is read from (one read: what is checked is what is hashed)."""
     data = path.read_bytes()
-    return pq.read_table(pa.BufferReader(data)), hashlib.sha256(data).hexdigest()
+    return pq.ParquetFile(pa.BufferReader(data)), hashlib.sha256(data).hexdigest()
+
+
+def _unreadable(err: Exception) -> str:
+    return f"not a readable Parquet file ({type(err).__name__})"
+
+
+def _check_file(path: Path, collection: Collection, validate: Callable[[Any], list[str]],
+                seen: dict[str, str]) -> BatchCheck:
+    """One batch's check, slice by slice; its report ids join ``seen`` when it is accepted."""
+    try:
+        parquet, digest = _open(path)
+        schema, rows = parquet.schema_arrow, parquet.metadata.num_rows
+    except (pa.ArrowInvalid, OSError) as err:
+        return BatchCheck(path.name, 0, [_unreadable(err)])
+    check = BatchCheck(path.name, rows, _type_problems(schema, collection), digest)
+    if not check.accepted:
+        return check
+    if rows == 0:
+        check.problems.append(ROW_COUNT)
+        return check
+    mine: set[str] = set()
+    repeated, again = False, None
+    try:
+        for chunk in parquet.iter_batches(batch_size=CHECK_ROWS):
+            check.problems += [rule for rule in validate(chunk.to_pandas()) if rule not in check.problems]
+            if chunk.schema.get_field_index("report_id") < 0:
+                continue
+            for report in chunk.column("report_id").cast(pa.string()).to_pylist():
+                repeated = repeated or report in mine
+                again = again or seen.get(report)
+                mine.add(report)
+    except (pa.ArrowInvalid, OSError) as err:  # a damaged page after a sound footer
+        check.problems.append(_unreadable(err))
+    if repeated and UNIQUE not in check.problems:  # two slices of one batch
+        check.problems.append(UNIQUE)
+    if check.accepted and again is not None:
+        check.problems.append(f"column 'report_id': report ids already used in batch {again}")
+    if check.accepted:
+        seen.update(dict.fromkeys(mine, path.name))
+    return check
 
 
 def check_batches(collection: Collection) -> list[BatchCheck]:
@@ -138,7 +184,8 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
 
     A batch is refused whole when it breaks any rule (wrong parameter fingerprint, a malformed bit vector,
     a value out of range, a missing column, a duplicate report id, no rows): its reports are not used, it is
-    named and counted, and it stays where it is (nothing is deleted).
+    named and counted, and it stays where it is (nothing is deleted). Each batch is validated in slices of
+    :data:`CHECK_ROWS` reports, so a huge batch needs no more memory than its file and one slice.
     """
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -151,39 +198,23 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
     suite = gx.ExpectationSuite(name=f"ldp-{collection.name}")
     for expectation in _expectations(collection):
         suite.add_expectation(expectation)
+
+    def validate(frame: Any) -> list[str]:
+        result = definition.get_batch(batch_parameters={"dataframe": frame}).validate(
+            suite, result_format={"result_format": "BOOLEAN_ONLY"})
+        return [_rule(outcome.expectation_config.to_domain_obj()) for outcome in result.results
+                if not outcome.success and outcome.expectation_config is not None]
+
     seen: dict[str, str] = {}
     out: list[BatchCheck] = []
     for path in files:
         if not path.name.isprintable():  # a newline or an escape sequence would reach the terminal and the logs
             out.append(BatchCheck(path.name.encode("unicode_escape").decode("ascii"), 0,
                                   ["file name must be printable (no control character)"]))
-            continue
-        if not path.is_file():  # a folder would be read as a dataset, a pipe would block
+        elif not path.is_file():  # a folder would be read as a dataset, a pipe would block
             out.append(BatchCheck(path.name, 0, ["not a regular file"]))
-            continue
-        try:
-            table, digest = _read(path)
-        except (pa.ArrowInvalid, OSError) as err:
-            out.append(BatchCheck(path.name, 0, [f"not a readable Parquet file ({type(err).__name__})"]))
-            continue
-        check = BatchCheck(path.name, table.num_rows, _type_problems(table.schema, collection), digest)
-        if not check.accepted:
-            out.append(check)
-            continue
-        frame = table.to_pandas()
-        result = definition.get_batch(batch_parameters={"dataframe": frame}).validate(
-            suite, result_format={"result_format": "BOOLEAN_ONLY"})
-        for outcome in result.results:
-            if not outcome.success and outcome.expectation_config is not None:
-                check.problems.append(_rule(outcome.expectation_config.to_domain_obj()))
-        if check.accepted:
-            ids = table.column("report_id").cast(pa.string()).to_pylist()
-            again = next((seen[i] for i in ids if i in seen), None)
-            if again is not None:
-                check.problems.append(f"column 'report_id': report ids already used in batch {again}")
-            else:
-                seen.update(dict.fromkeys(ids, path.name))
-        out.append(check)
+        else:
+            out.append(_check_file(path, collection, validate, seen))
     return out
 
 
@@ -203,12 +234,12 @@ def _chunks(collection: Collection, accepted: list[BatchCheck]) -> Iterator[pa.T
     """The accepted batches, one at a time, as they were checked, in slices of at most :data:`CHUNK_CELLS` bits."""
     rows = max(1, CHUNK_CELLS // (collection.width() or 1))
     for check in accepted:
-        table, digest = _read(collection.batches / check.name)
+        parquet, digest = _open(collection.batches / check.name)
         if digest != check.sha256:
             raise CollectionError(f"batch {check.name}: changed since it was checked (replaced during the run); "
                                   "nothing was published: run again")
-        for start in range(0, table.num_rows, rows):
-            yield table.slice(start, rows)
+        for chunk in parquet.iter_batches(batch_size=rows):
+            yield pa.Table.from_batches([chunk])
 
 
 def aggregate(collection: Collection, accepted: list[BatchCheck]) -> dict[str, Any]:

@@ -280,3 +280,24 @@ def test_counting_in_slices_gives_the_counts_of_whole_batches(tmp_path, monkeypa
     for key in ("support", "counts", "per_cohort"):
         if key in whole:
             assert (whole[key] == sliced[key]).all() and whole[key].sum() > 0
+
+
+def test_a_batch_checked_in_slices_is_refused_for_a_fault_in_any_slice(tmp_path, monkeypatch):
+    from dprelease.tasks import ldp
+
+    monkeypatch.setattr(ldp, "CHECK_ROWS", 100)  # a batch of 500 reports is checked in 5 slices
+    path = _collection(tmp_path, people=500, days=1)
+    collection = load_collection(path)
+    good = pq.read_table(collection.batches / "day-1.parquet")
+    ids = good.column("report_id").to_pylist()
+    ids[450] = ids[10]  # the same id in the first and the fifth slice
+    pq.write_table(_renumbered(good, "a").set_column(0, "report_id", pa.array([f"a{i}" for i in ids])),
+                   collection.batches / "repeated-id.parquet")
+    bits = good.column("bits").to_pylist()
+    bits[480] = "2" + bits[480][1:]
+    pq.write_table(_renumbered(_with(good, "bits", pa.array(bits)), "b"), collection.batches / "late-fault.parquet")
+    checks = {c.name: c for c in ldp.check_batches(collection)}
+    assert checks["day-1.parquet"].accepted and checks["day-1.parquet"].rows == 500
+    assert checks["repeated-id.parquet"].problems == ["column 'report_id': ColumnValuesToBeUnique"]
+    assert checks["late-fault.parquet"].problems == ["column 'bits': ColumnValuesToMatchRegex"]
+    assert ldp.aggregate(collection, [checks["day-1.parquet"]])["reports"] == 500
