@@ -168,8 +168,8 @@ def _check_file(path: Path, collection: Collection, validate: Callable[[Any], li
                 repeated = repeated or report in mine
                 again = again or seen.get(report)
                 mine.add(report)
-    except (pa.ArrowInvalid, OSError) as err:  # a damaged page after a sound footer
-        check.problems.append(_unreadable(err))
+    except (pa.ArrowInvalid, OSError) as err:  # a damaged page after a sound footer: its row count is not believed
+        return BatchCheck(path.name, 0, [_unreadable(err)], digest)
     if repeated and UNIQUE not in check.problems:  # two slices of one batch
         check.problems.append(UNIQUE)
     if check.accepted and again is not None:

@@ -301,3 +301,18 @@ def test_a_batch_checked_in_slices_is_refused_for_a_fault_in_any_slice(tmp_path,
     assert checks["repeated-id.parquet"].problems == ["column 'report_id': ColumnValuesToBeUnique"]
     assert checks["late-fault.parquet"].problems == ["column 'bits': ColumnValuesToMatchRegex"]
     assert ldp.aggregate(collection, [checks["day-1.parquet"]])["reports"] == 500
+
+
+def test_a_batch_with_a_sound_footer_and_a_damaged_page_is_refused_with_no_rows(tmp_path):
+    from dprelease.tasks.ldp import check_batches
+
+    path = _collection(tmp_path, people=2_000, days=1)
+    batches = load_collection(path).batches
+    data = bytearray((batches / "day-1.parquet").read_bytes())
+    for i in range(len(data) // 3, len(data) // 3 + 2_000):  # inside the pages: the footer still reads
+        data[i] ^= 0x5A
+    (batches / "damaged.parquet").write_bytes(bytes(data))
+    assert pq.ParquetFile(batches / "damaged.parquet").metadata.num_rows == 2_000
+    checks = {c.name: c for c in check_batches(load_collection(path))}
+    assert (checks["damaged.parquet"].rows, checks["damaged.parquet"].problems[0][:29]) == (
+        0, "not a readable Parquet file (")
