@@ -128,7 +128,9 @@ def _rule(expectation: Any) -> str:
 
 
 CHECK_ROWS = 1 << 18
-"""Reports validated at once: a batch of any size is checked in slices of this many rows."""
+"""Reports validated at once: a batch of any size is checked in slices of at most this many rows."""
+CHECK_CELLS = 1 << 26
+"""Characters of bit vectors validated at once (64 MiB): wide reports (OUE over 10⁵ values) take fewer rows."""
 ROW_COUNT = "TableRowCountToBeBetween"
 UNIQUE = "column 'report_id': ColumnValuesToBeUnique"
 
@@ -160,7 +162,7 @@ def _check_file(path: Path, collection: Collection, validate: Callable[[Any], li
     mine: set[str] = set()
     repeated, again = False, None
     try:
-        for chunk in parquet.iter_batches(batch_size=CHECK_ROWS):
+        for chunk in parquet.iter_batches(batch_size=max(1, min(CHECK_ROWS, CHECK_CELLS // (collection.width() or 1)))):
             check.problems += [rule for rule in validate(chunk.to_pandas()) if rule not in check.problems]
             if chunk.schema.get_field_index("report_id") < 0:
                 continue

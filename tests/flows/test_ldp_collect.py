@@ -282,10 +282,18 @@ def test_counting_in_slices_gives_the_counts_of_whole_batches(tmp_path, monkeypa
             assert (whole[key] == sliced[key]).all() and whole[key].sum() > 0
 
 
-def test_a_batch_checked_in_slices_is_refused_for_a_fault_in_any_slice(tmp_path, monkeypatch):
+@pytest.mark.parametrize(("limit", "value"), [("CHECK_ROWS", 100), ("CHECK_CELLS", 26 * 100)])
+def test_a_batch_checked_in_slices_is_refused_for_a_fault_in_any_slice(tmp_path, monkeypatch, limit, value):
     from dprelease.tasks import ldp
 
-    monkeypatch.setattr(ldp, "CHECK_ROWS", 100)  # a batch of 500 reports is checked in 5 slices
+    monkeypatch.setattr(ldp, limit, value)  # a batch of 500 reports of 26 bits is checked in 5 slices
+    slices: list[int] = []
+    check_file = ldp._check_file
+
+    def counted(path, collection, validate, seen):
+        return check_file(path, collection, lambda frame: slices.append(len(frame)) or validate(frame), seen)
+
+    monkeypatch.setattr(ldp, "_check_file", counted)
     path = _collection(tmp_path, people=500, days=1)
     collection = load_collection(path)
     good = pq.read_table(collection.batches / "day-1.parquet")
@@ -301,6 +309,7 @@ def test_a_batch_checked_in_slices_is_refused_for_a_fault_in_any_slice(tmp_path,
     assert checks["repeated-id.parquet"].problems == ["column 'report_id': ColumnValuesToBeUnique"]
     assert checks["late-fault.parquet"].problems == ["column 'bits': ColumnValuesToMatchRegex"]
     assert ldp.aggregate(collection, [checks["day-1.parquet"]])["reports"] == 500
+    assert slices == [100] * 15
 
 
 def test_a_batch_with_a_sound_footer_and_a_damaged_page_is_refused_with_no_rows(tmp_path):
