@@ -58,12 +58,13 @@ TYPES = {"report_id": (_is_identifier, "a string or integer"),
 
 
 def _type_problems(schema: pa.Schema, collection: Collection) -> list[str]:
-    """The columns of the collection's report format whose Arrow type is wrong (types only, no values)."""
+    """The columns of the collection's report format that are missing or of a wrong Arrow type (no values)."""
     problems = []
     for column in ("report_id", "params", *REQUIRED[collection.protocol]):
         index = schema.get_field_index(column)
-        if index < 0:
-            continue  # a missing column is Great Expectations' ColumnToExist (pyarrow refuses a repeated one)
+        if index < 0:  # named as Great Expectations would (pyarrow refuses a repeated column)
+            problems.append(f"column {column!r}: ColumnToExist")
+            continue
         accepts, rule = TYPES[column]
         kind = schema.field(index).type
         if not accepts(kind):

@@ -148,6 +148,7 @@ def test_reports_that_only_look_well_formed_are_refused(tmp_path):
     pq.write_table(_renumbered(no_params, "np"), collection.batches / "null-params.parquet")
     pq.write_table(_renumbered(_with(good, "bits", pa.array([b.encode() for b in bits], pa.binary())), "bin"),
                    collection.batches / "binary-bits.parquet")
+    pq.write_table(_renumbered(good.drop(["params"]), "nop"), collection.batches / "no-params.parquet")
     (collection.batches / "folder.parquet").mkdir()  # pyarrow would read a folder as a dataset
     shutil.copy(collection.batches / "day-1.parquet", collection.batches / "x\n\x1b[2J.parquet")  # one-line output
     checks = {c.name: c for c in check_batches(collection)}
@@ -155,6 +156,7 @@ def test_reports_that_only_look_well_formed_are_refused(tmp_path):
     assert checks["newline.parquet"].problems == ["column 'bits': ColumnValuesToMatchRegex"]
     assert checks["null-params.parquet"].problems == ["column 'params': ColumnValuesToNotBeNull"]
     assert checks["binary-bits.parquet"].problems == ["column 'bits': must be a string (is binary)"]
+    assert checks["no-params.parquet"].problems == ["column 'params': ColumnToExist"]  # not first NotBeNull
     assert checks["folder.parquet"].problems == ["not a regular file"]
     assert checks["x\\n\\x1b[2J.parquet"].problems == ["file name must be printable (no control character)"]
     support = aggregate(collection, [checks["day-1.parquet"]])["support"]
