@@ -165,8 +165,6 @@ def _check_file(path: Path, collection: Collection, validate: Callable[[Any], li
     try:
         for chunk in parquet.iter_batches(batch_size=max(1, min(CHECK_ROWS, CHECK_CELLS // (collection.width() or 1)))):
             check.problems += [rule for rule in validate(chunk.to_pandas()) if rule not in check.problems]
-            if chunk.schema.get_field_index("report_id") < 0:
-                continue
             for report in chunk.column("report_id").cast(pa.string()).to_pylist():
                 repeated = repeated or report in mine
                 again = again or seen.get(report)
