@@ -361,11 +361,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_ldp_collect(args: argparse.Namespace) -> int:
     """Run the ldp-collect flow on the embedded Prefect API; print where the estimates went."""
     from dprelease.flows.settings import spawn_embedded_server, without_heartbeats
-    from dprelease.schemas.ldp import load_collection
+    from dprelease.tasks.ldp_registry import preflight
 
     server = spawn_embedded_server()
-    try:
-        collection = load_collection(args.spec)  # a bad spec is one line, and stops the server
+    registry = args.registry or str(state_dir() / "ldp.sqlite")
+    try:  # a bad spec, folder or registry is one line, and stops the server
+        collection = preflight(args.spec, Path(args.out).resolve(), Path(registry).resolve(), args.run_id)
     except BaseException:
         if server is not None:
             server.stop()
@@ -376,7 +377,6 @@ def cmd_ldp_collect(args: argparse.Namespace) -> int:
         _quiet_prefect_console()
     if server is not None:
         server.wait()
-    registry = args.registry or str(state_dir() / "ldp.sqlite")
     with without_heartbeats(server is not None):
         target = ldp_collect(spec=args.spec, out=args.out, registry=registry, run_id=args.run_id)
     audit = json.loads((Path(target) / "audit.json").read_text(encoding="utf-8"))

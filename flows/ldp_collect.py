@@ -3,53 +3,24 @@
 Reports arrive already randomised by each person's device (local DP): the aggregator never holds a raw
 value, so the counts and everything computed from them are differentially private by construction (the
 tasks below may be retried; nothing in them needs the central release's no-retry, no-persistence rules).
-A collection's parameters are fixed when it is first run (registered with their fingerprint); a spec that
-changes them is refused, and so is every report made with other parameters.
+A collection's parameters are fixed when a run first accepts one of its batches (registered with their
+fingerprint); a spec that changes them is refused, and so is every report made with other parameters.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import sqlite3
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
 from dprelease.schemas.identifiers import check_identifier, inside
-from dprelease.schemas.ldp import Collection, CollectionError, load_collection
+from dprelease.schemas.ldp import CollectionError, load_collection
 from dprelease.tasks import PUBLIC
 from dprelease.tasks.ldp import BatchCheck, aggregate, check_batches, estimates_table, refused_summary, write_outputs
-
-
-def register(registry: Path, collection: Collection) -> bool:
-    """Record the collection's parameters on its first run; True when it was new.
-
-    Raises:
-        CollectionError: If the collection exists with other parameters (they are fixed at creation).
-    """
-    registry.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(registry, isolation_level=None, timeout=60)
-    try:
-        db.execute("CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
-                   "parameters TEXT NOT NULL, created_at REAL NOT NULL)")
-        db.execute("BEGIN IMMEDIATE")
-        row = db.execute("SELECT fingerprint FROM collections WHERE name = ?", (collection.name,)).fetchone()
-        if row is None:
-            db.execute("INSERT INTO collections VALUES (?, ?, ?, ?)", (
-                collection.name, collection.fingerprint(), json.dumps(collection.parameters(), sort_keys=True),
-                time.time()))
-        db.execute("COMMIT")
-    finally:
-        db.close()
-    if row is not None and row[0] != collection.fingerprint():
-        raise CollectionError(f"collection {collection.name!r}: its parameters are fixed since it was created "
-                              f"(fingerprint {row[0]}); this spec has {collection.fingerprint()}: create a new "
-                              "collection instead")
-    return row is None
+from dprelease.tasks.ldp_registry import preflight, register
 
 
 @task(name="check_batches", **PUBLIC)
@@ -59,10 +30,10 @@ def check_task(spec: str) -> list[BatchCheck]:
 
 
 @task(name="decode_and_publish", **PUBLIC)
-def decode_task(spec: str, accepted: list[str], checks: list[BatchCheck], staging: str) -> dict[str, object]:
+def decode_task(spec: str, checks: list[BatchCheck], staging: str) -> dict[str, object]:
     """Count the accepted reports, estimate or decode, and write the public outputs into ``staging``."""
     collection = load_collection(spec)
-    table, summary = estimates_table(collection, aggregate(collection, accepted))
+    table, summary = estimates_table(collection, aggregate(collection, [c for c in checks if c.accepted]))
     write_outputs(collection, Path(staging), table, summary, checks)
     return summary
 
@@ -85,11 +56,9 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
         CollectionError: If the spec is invalid, its parameters changed, or no batch was accepted.
     """
     logger = get_run_logger()
-    collection = load_collection(spec)
     rid = check_identifier("run id", run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}")
-    if register(Path(registry).resolve(), collection):
-        logger.info("collection %s registered with parameter fingerprint %s", collection.name,
-                    collection.fingerprint())
+    root, book = Path(out).resolve(), Path(registry).resolve()
+    collection = preflight(spec, root, book, run_id)
     checks = check_task(str(collection.source))
     accepted = [c.name for c in checks if c.accepted]
     refused = [c for c in checks if not c.accepted]
@@ -100,7 +69,9 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
     if not accepted:
         raise CollectionError(f"collection {collection.name!r}: no batch in {collection.batches} was accepted"
                               + (f" ({refused_summary(checks)})" if refused else " (the folder has no batch)"))
-    root = Path(out).resolve()
+    if register(book, collection):  # only once a batch with these parameters is accepted
+        logger.info("collection %s registered with parameter fingerprint %s", collection.name,
+                    collection.fingerprint())
     target = inside(root, collection.name, rid)
     if target.exists():
         raise CollectionError(f"{target}: already published; use another run id")
@@ -109,7 +80,7 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     try:
-        decode_task(str(collection.source), accepted, checks, str(staging))
+        decode_task(str(collection.source), checks, str(staging))
         os.chmod(staging, 0o755)
         os.rename(staging, target)
     except BaseException:

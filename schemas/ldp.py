@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -33,6 +34,10 @@ from dprelease.schemas.identifiers import check_identifier, short
 from dprelease.schemas.reading import _load_yaml, _local, _resolve
 
 PROTOCOLS = ("GRR", "SUE", "OUE", "OLH", "RAPPOR")
+MAX_EPSILON = 10
+"""The largest epsilon a collection may state (per report; RAPPOR: longitudinal, which bounds one report's)."""
+MAX_DESIGN = 1 << 25
+"""RAPPOR: the most cells m·k·values of the decoder's dense design matrix (about 35 s to decode at this size)."""
 
 
 class CollectionError(DPReleaseError, ValueError):
@@ -151,8 +156,12 @@ def load_collection(path: Path | str) -> Collection:
     values = doc["values"]
     if not isinstance(values, list) or len(values) < 2 or not all(isinstance(v, str) and v for v in values):
         raise _fail(f"{where}: values", "must be a list of at least 2 non-empty strings (the public domain)")
-    if len(set(values)) != len(values):
-        raise _fail(f"{where}: values", "must not repeat a value")
+    for index, value in enumerate(values):
+        if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):  # the chart is XML, the outputs UTF-8
+            raise _fail(f"{where}: values[{index}]", "must be printable text (no control character or lone surrogate)")
+    if len({unicodedata.normalize("NFC", v) for v in values}) != len(values):
+        raise _fail(f"{where}: values", "must not repeat a value (compared in Unicode NFC: 'café' written two ways "
+                                        "is one value)")
     if len(values) > 100_000:
         raise _fail(f"{where}: values", "at most 100000 values")
     epsilon: float | None = None
@@ -163,19 +172,38 @@ def load_collection(path: Path | str) -> Collection:
             raise _fail(f"{where}: rappor", "must give k, h, m, f, p, q")
         if "epsilon" in doc:
             raise _fail(f"{where}: epsilon", "RAPPOR's epsilon follows from k, h, f, p, q; do not declare it")
+        keys = ("k", "h", "m", "f", "p", "q")
+        wrong = sorted(set(raw) - set(keys), key=str)
+        if wrong:  # a misspelt key must not leave a parameter at a value the steward did not choose
+            raise _fail(f"{where}: rappor", f"unknown key {short(wrong[0])}; give exactly k, h, m, f, p, q")
+        missing = [key for key in keys if key not in raw]
+        if missing:
+            raise _fail(f"{where}: rappor", f"missing {', '.join(missing)}: give k, h, m, f, p, q (they are fixed "
+                                            "for the collection's life)")
         try:
-            rappor = RapporParams(k=raw.get("k", 32), h=raw.get("h", 2), m=raw.get("m", 64),
-                                  f=_probability(f"{where}: rappor.f", raw.get("f", "1/2")),
-                                  p=_probability(f"{where}: rappor.p", raw.get("p", "1/2")),
-                                  q=_probability(f"{where}: rappor.q", raw.get("q", "3/4")))
+            rappor = RapporParams(k=raw["k"], h=raw["h"], m=raw["m"], f=_probability(f"{where}: rappor.f", raw["f"]),
+                                  p=_probability(f"{where}: rappor.p", raw["p"]),
+                                  q=_probability(f"{where}: rappor.q", raw["q"]))
         except ValueError as err:
             raise _fail(f"{where}: rappor", str(err)) from None
+        if rappor.epsilon_infinity > MAX_EPSILON:  # it bounds the one-report epsilon too
+            raise _fail(f"{where}: rappor", f"the longitudinal epsilon ({rappor.epsilon_infinity:.4g}) must be at "
+                                            f"most {MAX_EPSILON}, as any protocol's epsilon; raise f or lower h")
+        if rappor.m * rappor.k * len(values) > MAX_DESIGN:
+            raise _fail(f"{where}: rappor", f"m x k x values ({rappor.m * rappor.k * len(values)}) must be at most "
+                                            f"{MAX_DESIGN} (the decoder's design matrix)")
     else:
+        if "rappor" in doc:
+            raise _fail(f"{where}: rappor", f"applies to protocol RAPPOR only, not {protocol}")
         raw_epsilon = doc.get("epsilon")
         if isinstance(raw_epsilon, bool) or not isinstance(raw_epsilon, int | float) or not (
-                math.isfinite(raw_epsilon) and 0 < raw_epsilon <= 10):
-            raise _fail(f"{where}: epsilon", f"({short(raw_epsilon)}) must be a number in (0, 10]")
+                math.isfinite(raw_epsilon) and 0 < raw_epsilon <= MAX_EPSILON):
+            raise _fail(f"{where}: epsilon", f"({short(raw_epsilon)}) must be a number in (0, {MAX_EPSILON}]")
         epsilon = float(raw_epsilon)
+        try:
+            Collection(name, protocol, tuple(values), epsilon, None, Path(), file).randomizer()
+        except ValueError as err:
+            raise _fail(f"{where}: epsilon", str(err)) from None
     batches = doc["batches"]
     if not isinstance(batches, str) or not batches:
         raise _fail(f"{where}: batches", "must be a folder path")

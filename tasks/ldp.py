@@ -7,8 +7,10 @@ guarantee (unlike the central release's raw-data tasks). They still carry no rep
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,10 +19,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dprelease.dp.errors import InternalError
 from dprelease.dp.local.estimators import consistent, estimate
 from dprelease.dp.local.rappor import cohort_counts, decode
 from dprelease.reports.charts import estimates_chart
-from dprelease.schemas.ldp import Collection
+from dprelease.schemas.ldp import Collection, CollectionError
 
 DECODE_ALPHA = 0.1
 DECODE_ERROR = "per-family two-stage"
@@ -28,6 +31,45 @@ DECODE_ERROR = "per-family two-stage"
 
 REQUIRED = {"GRR": ("value",), "SUE": ("bits",), "OUE": ("bits",), "OLH": ("seed", "value"),
             "RAPPOR": ("cohort", "bits")}
+
+BITS = r"^[01]+\Z"
+"""A bit vector: '0' and '1' only (``\\Z``, not ``$``: ``$`` also matches before a final newline)."""
+
+
+def _is_string(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        return _is_string(kind.value_type)
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _is_integer(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(kind))
+
+
+def _is_identifier(kind: pa.DataType) -> bool:
+    return _is_string(kind) or _is_integer(kind)
+
+
+TYPES = {"report_id": (_is_identifier, "a string or integer"),
+         "params": (_is_string, "a string"), "bits": (_is_string, "a string"),
+         "value": (_is_integer, "an integer"), "seed": (_is_integer, "an integer"),
+         "cohort": (_is_integer, "an integer")}
+"""The Arrow type each report column must have (a float seed or cohort would be rounded into another report)."""
+
+
+def _type_problems(schema: pa.Schema, collection: Collection) -> list[str]:
+    """The columns of the collection's report format that are missing or of a wrong Arrow type (no values)."""
+    problems = []
+    for column in ("report_id", "params", *REQUIRED[collection.protocol]):
+        index = schema.get_field_index(column)
+        if index < 0:  # named as Great Expectations would (pyarrow refuses a repeated column)
+            problems.append(f"column {column!r}: ColumnToExist")
+            continue
+        accepts, rule = TYPES[column]
+        kind = schema.field(index).type
+        if not accepts(kind):
+            problems.append(f"column {column!r}: must be {rule} (is {kind})")
+    return problems
 
 
 @dataclass
@@ -37,6 +79,8 @@ class BatchCheck:
     name: str
     rows: int
     problems: list[str] = field(default_factory=list)
+    sha256: str = ""
+    """The checked bytes' digest: :func:`aggregate` counts exactly these bytes, or refuses a batch changed since."""
 
     @property
     def accepted(self) -> bool:
@@ -59,14 +103,14 @@ def _expectations(collection: Collection) -> list[Any]:
     checks: list[Any] = [ExpectTableRowCountToBeBetween(min_value=1),
                          ExpectColumnToExist(column="report_id"), ExpectColumnValuesToNotBeNull(column="report_id"),
                          ExpectColumnValuesToBeUnique(column="report_id"),
-                         ExpectColumnToExist(column="params"),
+                         ExpectColumnToExist(column="params"), ExpectColumnValuesToNotBeNull(column="params"),
                          ExpectColumnValuesToBeInSet(column="params", value_set=[collection.fingerprint()])]
     for column in REQUIRED[collection.protocol]:
         checks += [ExpectColumnToExist(column=column), ExpectColumnValuesToNotBeNull(column=column)]
     width = collection.width()
     if width is not None:
         checks += [ExpectColumnValueLengthsToEqual(column="bits", value=width),
-                   ExpectColumnValuesToMatchRegex(column="bits", regex=r"^[01]+$")]
+                   ExpectColumnValuesToMatchRegex(column="bits", regex=BITS)]
     if collection.protocol == "GRR":
         checks.append(ExpectColumnValuesToBeBetween(column="value", min_value=0, max_value=collection.k - 1))
     if collection.protocol == "OLH":
@@ -84,75 +128,151 @@ def _rule(expectation: Any) -> str:
     return f"column {column!r}: {kind}" if column else kind
 
 
+CHECK_ROWS = 1 << 18
+"""Reports validated at once: a batch of any size is checked in slices of at most this many rows."""
+CHECK_CELLS = 1 << 26
+"""Characters of bit vectors validated at once (64 MiB): wide reports (OUE over 10⁵ values) take fewer rows."""
+ROW_COUNT = "TableRowCountToBeBetween"
+UNIQUE = "column 'report_id': ColumnValuesToBeUnique"
+
+
+def _open(path: Path) -> tuple[pq.ParquetFile, str]:
+    """A batch and the SHA-256 of the bytes it is read from (one read: what is checked is what is hashed)."""
+    data = path.read_bytes()
+    return pq.ParquetFile(pa.BufferReader(data)), hashlib.sha256(data).hexdigest()
+
+
+def _unreadable(err: Exception) -> str:
+    return f"not a readable Parquet file ({type(err).__name__})"
+
+
+def _check_file(path: Path, collection: Collection, validate: Callable[[Any], list[str]],
+                seen: dict[str, str]) -> BatchCheck:
+    """One batch's check, slice by slice; its report ids join ``seen`` when it is accepted."""
+    try:
+        parquet, digest = _open(path)
+        schema, rows = parquet.schema_arrow, parquet.metadata.num_rows
+    except (pa.ArrowInvalid, OSError) as err:
+        return BatchCheck(path.name, 0, [_unreadable(err)])
+    check = BatchCheck(path.name, rows, _type_problems(schema, collection), digest)
+    if not check.accepted:
+        return check
+    if rows == 0:
+        check.problems.append(ROW_COUNT)
+        return check
+    mine: set[str] = set()
+    repeated, again = False, None
+    try:
+        for chunk in parquet.iter_batches(batch_size=max(1, min(CHECK_ROWS, CHECK_CELLS // (collection.width() or 1)))):
+            check.problems += [rule for rule in validate(chunk.to_pandas()) if rule not in check.problems]
+            for report in chunk.column("report_id").cast(pa.string()).to_pylist():
+                repeated = repeated or report in mine
+                again = again or seen.get(report)
+                mine.add(report)
+    except (pa.ArrowInvalid, OSError) as err:  # a damaged page after a sound footer: its row count is not believed
+        return BatchCheck(path.name, 0, [_unreadable(err)], digest)
+    if repeated and UNIQUE not in check.problems:  # two slices of one batch
+        check.problems.append(UNIQUE)
+    if check.accepted and again is not None:
+        check.problems.append(f"column 'report_id': report ids already used in batch {again}")
+    if check.accepted:
+        seen.update(dict.fromkeys(mine, path.name))
+    return check
+
+
 def check_batches(collection: Collection) -> list[BatchCheck]:
     """Validate every batch of the collection with Great Expectations; duplicates across batches refuse the later.
 
     A batch is refused whole when it breaks any rule (wrong parameter fingerprint, a malformed bit vector,
     a value out of range, a missing column, a duplicate report id, no rows): its reports are not used, it is
-    named and counted, and it stays where it is (nothing is deleted).
+    named and counted, and it stays where it is (nothing is deleted). Each batch is validated in slices of
+    :data:`CHECK_ROWS` reports, so a huge batch needs no more memory than its file and one slice.
     """
     import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     files = sorted(collection.batches.glob("*.parquet")) if collection.batches.is_dir() else []
     context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     definition = (context.data_sources.add_pandas("ldp").add_dataframe_asset(collection.name)
                   .add_batch_definition_whole_dataframe("batch"))
     suite = gx.ExpectationSuite(name=f"ldp-{collection.name}")
     for expectation in _expectations(collection):
         suite.add_expectation(expectation)
+
+    def validate(frame: Any) -> list[str]:
+        result = definition.get_batch(batch_parameters={"dataframe": frame}).validate(
+            suite, result_format={"result_format": "BOOLEAN_ONLY"})
+        return [_rule(outcome.expectation_config.to_domain_obj()) for outcome in result.results
+                if not outcome.success and outcome.expectation_config is not None]
+
     seen: dict[str, str] = {}
     out: list[BatchCheck] = []
     for path in files:
-        try:
-            table = pq.read_table(path)
-        except (pa.ArrowInvalid, OSError) as err:
-            out.append(BatchCheck(path.name, 0, [f"not a readable Parquet file ({type(err).__name__})"]))
-            continue
-        check = BatchCheck(path.name, table.num_rows)
-        frame = table.to_pandas()
-        result = definition.get_batch(batch_parameters={"dataframe": frame}).validate(
-            suite, result_format={"result_format": "BOOLEAN_ONLY"})
-        for outcome in result.results:
-            if not outcome.success and outcome.expectation_config is not None:
-                check.problems.append(_rule(outcome.expectation_config.to_domain_obj()))
-        if check.accepted:
-            ids = table.column("report_id").cast(pa.string()).to_pylist()
-            again = next((seen[i] for i in ids if i in seen), None)
-            if again is not None:
-                check.problems.append(f"column 'report_id': report ids already used in batch {again}")
-            else:
-                seen.update(dict.fromkeys(ids, path.name))
-        out.append(check)
+        if not path.name.isprintable():  # a newline or an escape sequence would reach the terminal and the logs
+            out.append(BatchCheck(path.name.encode("unicode_escape").decode("ascii"), 0,
+                                  ["file name must be printable (no control character)"]))
+        elif not path.is_file():  # a folder would be read as a dataset, a pipe would block
+            out.append(BatchCheck(path.name, 0, ["not a regular file"]))
+        else:
+            out.append(_check_file(path, collection, validate, seen))
     return out
 
 
 def _bits(table: pa.Table, width: int) -> np.ndarray:
     joined = "".join(table.column("bits").cast(pa.string()).to_pylist()).encode("ascii")
-    return (np.frombuffer(joined, dtype=np.uint8) - ord("0")).reshape(-1, width)
+    out = (np.frombuffer(joined, dtype=np.uint8) - ord("0")).reshape(-1, width)
+    if out.size and out.max() > 1:
+        raise InternalError("a bit vector other than 0/1 passed the batch checks")
+    return out
 
 
-def aggregate(collection: Collection, accepted: list[str]) -> dict[str, Any]:
-    """Support counts (or RAPPOR's per-cohort bit counts) over the accepted batches."""
-    tables = [pq.read_table(collection.batches / name) for name in accepted]
-    n = sum(t.num_rows for t in tables)
+CHUNK_CELLS = 1 << 24
+"""Report bits decoded at once (16 MiB of uint8): memory stays bounded however many and wide the reports."""
+
+
+def _chunks(collection: Collection, accepted: list[BatchCheck]) -> Iterator[pa.Table]:
+    """The accepted batches, one at a time, as they were checked, in slices of at most :data:`CHUNK_CELLS` bits."""
+    rows = max(1, CHUNK_CELLS // (collection.width() or 1))
+    for check in accepted:
+        parquet, digest = _open(collection.batches / check.name)
+        if digest != check.sha256:
+            raise CollectionError(f"batch {check.name}: changed since it was checked (replaced during the run); "
+                                  "nothing was published: run again")
+        for chunk in parquet.iter_batches(batch_size=rows):
+            yield pa.Table.from_batches([chunk])
+
+
+def aggregate(collection: Collection, accepted: list[BatchCheck]) -> dict[str, Any]:
+    """Support counts (or RAPPOR's per-cohort bit counts) over the accepted batches, as they were checked.
+
+    Batches are read and counted one by one, and bit vectors decoded in slices: a collection that grows
+    by a batch a day is never held in memory whole.
+
+    Raises:
+        CollectionError: If a batch's bytes changed since it was checked (replaced while the run ran).
+    """
+    n = 0
     if collection.protocol == "RAPPOR":
         assert collection.rappor is not None
         counts = np.zeros((collection.rappor.m, collection.rappor.k), dtype=np.int64)
         per_cohort = np.zeros(collection.rappor.m, dtype=np.int64)
-        for t in tables:
+        for t in _chunks(collection, accepted):
             c, m = cohort_counts(_bits(t, collection.rappor.k), t.column("cohort").to_numpy(), collection.rappor)
             counts += c
             per_cohort += m
+            n += t.num_rows
         return {"reports": n, "counts": counts, "per_cohort": per_cohort}
     protocol = collection.randomizer()
     support = np.zeros(collection.k, dtype=np.int64)
-    for t in tables:
+    for t in _chunks(collection, accepted):
         if collection.protocol == "GRR":
             support += protocol.support(t.column("value").to_numpy())
         elif collection.protocol == "OLH":
             support += protocol.support((t.column("seed").to_numpy(), t.column("value").to_numpy()))
         else:
             support += protocol.support(_bits(t, collection.k))  # type: ignore[arg-type]
+        n += t.num_rows
     return {"reports": n, "support": support}
 
 

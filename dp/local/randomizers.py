@@ -41,6 +41,13 @@ def _log_ratio(numerator: Fraction, denominator: Fraction) -> float:
     return math.nextafter(math.log(numerator / denominator), math.inf)
 
 
+def _signal(numerator: Fraction, denominator: Fraction, owner: str, epsilon: float) -> None:
+    """Refuse probabilities that, rounded to the grid, leave a report independent of its value (stated epsilon <= 0)."""
+    if numerator <= denominator:
+        raise ParameterError(f"{owner}: epsilon ({epsilon!r}) is too small: rounded to multiples of 2^-32, its "
+                             "probabilities make a report independent of the value (no signal to estimate)")
+
+
 def _values(values: npt.ArrayLike, k: int, owner: str) -> IntArray:
     array = np.asarray(values, dtype=np.int64)
     if array.size and (array.min() < 0 or array.max() >= k):
@@ -66,6 +73,7 @@ class GRR:
         p = at_most(e / (e + self.k - 1), GRID)
         while _log_ratio(p * (self.k - 1), 1 - p) > self.requested:
             p -= Fraction(1, GRID)
+        _signal(p * (self.k - 1), 1 - p, "GRR", self.requested)
         object.__setattr__(self, "p", p)
 
     @property
@@ -117,6 +125,7 @@ class UnaryEncoding:
             raise ParameterError(f"unary encoding: variant ({self.variant!r}) must be SUE or OUE")
         while _log_ratio(p * (1 - q), (1 - p) * q) > self.requested:
             q += Fraction(1, GRID)
+        _signal(p * (1 - q), (1 - p) * q, self.variant, self.requested)
         object.__setattr__(self, "p", p)
         object.__setattr__(self, "q", q)
 

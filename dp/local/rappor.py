@@ -42,6 +42,16 @@ FloatArray = npt.NDArray[np.float64]
 UINT8 = npt.NDArray[np.uint8]
 
 
+MAX_HASHES = 8
+"""Hash functions per value: :func:`_positions` cuts one SHA-256 digest into 8 positions of 32 bits."""
+MAX_BITS = 4096
+"""Bloom filter bits (Google's deployments used 128 to 256)."""
+MAX_COHORTS = 4096
+"""Cohorts."""
+MAX_DENOMINATOR = 1 << 32
+"""f, p and q: the largest denominator (the secure source draws below 2^62; 2f's draw is below twice f's)."""
+
+
 @dataclass(frozen=True)
 class RapporParams:
     """Public parameters of a RAPPOR collection.
@@ -71,11 +81,20 @@ class RapporParams:
                 raise ParameterError(f"RAPPOR: {name} ({value!r}) must be a positive integer")
         if self.h > self.k:
             raise ParameterError("RAPPOR: h must not exceed k")
+        if self.h > MAX_HASHES:
+            raise ParameterError(f"RAPPOR: h ({self.h}) must be at most {MAX_HASHES} (one SHA-256 digest gives "
+                                 f"{MAX_HASHES} positions of 32 bits)")
+        for name, most in (("k", MAX_BITS), ("m", MAX_COHORTS)):
+            if getattr(self, name) > most:
+                raise ParameterError(f"RAPPOR: {name} ({getattr(self, name)}) must be at most {most}")
         for name in ("f", "p", "q"):
             value = Fraction(getattr(self, name))
             object.__setattr__(self, name, value)
             if not 0 <= value <= 1:
                 raise ParameterError(f"RAPPOR: {name} must be a probability")
+            if value.denominator > MAX_DENOMINATOR:  # the encoders draw a uniform integer below it (or twice it)
+                raise ParameterError(f"RAPPOR: {name} must be a fraction with a denominator of at most 2^32 (as 9/16 "
+                                     "or 0.1), which the client encoders draw exactly")
         if not 0 < self.f < 1 or self.p >= self.q:
             raise ParameterError("RAPPOR: need 0 < f < 1 and p < q")
         half = self.f * (self.p + self.q) / 2

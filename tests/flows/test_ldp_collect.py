@@ -125,3 +125,205 @@ def test_a_bad_collection_spec_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["ldp-collect", str(spec)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "batches: ('s3://bucket/r/') is a URL; dprelease reads local files" in err[0], err
+
+
+def _renumbered(table: pa.Table, prefix: str) -> pa.Table:
+    return table.set_column(0, "report_id", pa.array([f"{prefix}{i}" for i in range(table.num_rows)]))
+
+
+def _with(table: pa.Table, column: str, values: pa.Array) -> pa.Table:
+    return table.set_column(table.column_names.index(column), column, values)
+
+
+def test_reports_that_only_look_well_formed_are_refused(tmp_path):
+    from dprelease.tasks.ldp import aggregate, check_batches
+
+    path = _collection(tmp_path, people=1_000, days=1)
+    collection = load_collection(path)
+    good = pq.read_table(collection.batches / "day-1.parquet")
+    bits = good.column("bits").to_pylist()
+    newline = _with(good, "bits", pa.array([b[:-1] + "\n" for b in bits]))  # '$' matches before a final newline
+    pq.write_table(_renumbered(newline, "nl"), collection.batches / "newline.parquet")
+    no_params = _with(good, "params", pa.array([None] * good.num_rows, pa.string()))
+    pq.write_table(_renumbered(no_params, "np"), collection.batches / "null-params.parquet")
+    pq.write_table(_renumbered(_with(good, "bits", pa.array([b.encode() for b in bits], pa.binary())), "bin"),
+                   collection.batches / "binary-bits.parquet")
+    pq.write_table(_renumbered(good.drop(["params"]), "nop"), collection.batches / "no-params.parquet")
+    (collection.batches / "folder.parquet").mkdir()  # pyarrow would read a folder as a dataset
+    shutil.copy(collection.batches / "day-1.parquet", collection.batches / "x\n\x1b[2J.parquet")  # one-line output
+    checks = {c.name: c for c in check_batches(collection)}
+    assert [name for name, c in checks.items() if c.accepted] == ["day-1.parquet"]
+    assert checks["newline.parquet"].problems == ["column 'bits': ColumnValuesToMatchRegex"]
+    assert checks["null-params.parquet"].problems == ["column 'params': ColumnValuesToNotBeNull"]
+    assert checks["binary-bits.parquet"].problems == ["column 'bits': must be a string (is binary)"]
+    assert checks["no-params.parquet"].problems == ["column 'params': ColumnToExist"]  # not first NotBeNull
+    assert checks["folder.parquet"].problems == ["not a regular file"]
+    assert checks["x\\n\\x1b[2J.parquet"].problems == ["file name must be printable (no control character)"]
+    support = aggregate(collection, [checks["day-1.parquet"]])["support"]
+    assert support.sum() == sum(b.count("1") for b in bits)
+
+
+@pytest.mark.parametrize(("protocol", "column", "array"), [
+    ("OLH", "seed", lambda t: pa.array(t.column("seed").to_numpy().astype(float))),  # rounded to another hash
+    ("OLH", "seed", lambda t: pa.array([str(s) for s in t.column("seed").to_pylist()])),
+    ("GRR", "value", lambda t: pa.array([bool(v % 2) for v in t.column("value").to_pylist()])),
+    ("GRR", "value", lambda t: pa.array(t.column("value").to_numpy().astype(float))),
+])
+def test_a_payload_of_another_type_is_refused_by_its_type(tmp_path, protocol, column, array):
+    from dprelease.tasks.ldp import check_batches
+
+    path = _collection(tmp_path, people=500, days=1)
+    doc = yaml.safe_load(path.read_text())
+    doc.update(protocol=protocol, collection=f"typed-{protocol.lower()}")
+    path.write_text(yaml.safe_dump(doc))
+    collection = load_collection(path)
+    good = encode_batch(collection, population(500, seed=3), SeededBits(4), prefix="g")
+    pq.write_table(good, collection.batches / "day-1.parquet")
+    bad = _renumbered(_with(good, column, array(good)), "x")
+    pq.write_table(bad, collection.batches / "typed.parquet")
+    checks = {c.name: c for c in check_batches(collection)}
+    assert checks["day-1.parquet"].accepted
+    kind = bad.schema.field(column).type
+    assert checks["typed.parquet"].problems == [f"column {column!r}: must be an integer (is {kind})"]
+
+
+def test_a_run_that_accepts_no_batch_registers_nothing(prefect_harness, tmp_path):
+    from dprelease.flows.ldp_collect import ldp_collect
+
+    path = _collection(tmp_path, people=1_000, days=1)
+    registry = tmp_path / "reg.sqlite"
+    right = path.read_text()
+    doc = yaml.safe_load(right)
+    doc["epsilon"] = 2.0  # a typo: the devices report at ln 3
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(CollectionError, match=r"no batch .* was accepted \(day-1.parquet: column 'params'"):
+        ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=str(registry), run_id="typo")
+    path.write_text(right)  # corrected: the collection was not fixed to the typo
+    target = Path(ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=str(registry), run_id="fixed"))
+    assert json.loads((target / "audit.json").read_text())["batches"]["reports_used"] == 1_000
+
+
+def _registry_rows(registry: Path) -> list[tuple[str, ...]]:
+    import sqlite3
+
+    db = sqlite3.connect(registry)
+    try:
+        return [tuple(map(str, row)) for row in db.execute("SELECT * FROM sqlite_master")]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("mistake", ["no-folder", "empty-folder", "out-is-a-file", "registry-is-a-folder",
+                                     "registry-not-sqlite", "registry-of-another-application", "published-run-id"])
+def test_a_mistake_that_needs_no_report_is_one_line_exit_2_and_registers_nothing(tmp_path, capsys, mistake):
+    import sqlite3
+
+    path = _collection(tmp_path, people=200, days=1)
+    batches = load_collection(path).batches
+    out, registry = tmp_path / "out", tmp_path / "reg.sqlite"
+    if mistake == "no-folder":
+        shutil.rmtree(batches)
+    elif mistake == "empty-folder":
+        (batches / "day-1.parquet").unlink()
+    elif mistake == "out-is-a-file":
+        out.write_text("")
+    elif mistake == "registry-is-a-folder":
+        registry.mkdir()
+    elif mistake == "registry-not-sqlite":
+        registry.write_text("not a database\n" * 100)
+    elif mistake == "registry-of-another-application":
+        db = sqlite3.connect(registry)
+        db.execute("CREATE TABLE datasets (name TEXT)")
+        db.commit()
+        db.close()
+    else:
+        (out / "covid-states" / "day1").mkdir(parents=True)
+    before = _registry_rows(registry) if registry.is_file() and mistake != "registry-not-sqlite" else None
+    code = main(["ldp-collect", str(path), "--out", str(out), "--registry", str(registry), "--run-id", "day1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    expected = {"no-folder": "does not exist", "empty-folder": "holds no *.parquet batch",
+                "out-is-a-file": "is not a folder", "registry-is-a-folder": "must be a file",
+                "registry-not-sqlite": "is not an SQLite database", "published-run-id": "already published",
+                "registry-of-another-application": "is an SQLite database of something else"}[mistake]
+    assert expected in err[0]
+    if before is not None:
+        assert _registry_rows(registry) == before  # another application's database is left untouched
+    elif mistake != "registry-is-a-folder" and mistake != "registry-not-sqlite":
+        assert not registry.exists()
+
+
+def test_a_batch_replaced_after_its_check_is_not_counted(tmp_path):
+    from dprelease.tasks.ldp import aggregate, check_batches
+
+    path = _collection(tmp_path, people=400, days=2)
+    collection = load_collection(path)
+    checks = check_batches(collection)
+    assert all(c.accepted for c in checks)
+    other = load_collection(path)  # the same format, other reports: only the bytes tell them apart
+    pq.write_table(encode_batch(other, population(200, seed=9), SeededBits(9), prefix="late"),
+                   collection.batches / "day-2.parquet")
+    with pytest.raises(CollectionError, match=r"^batch day-2.parquet: changed since it was checked"):
+        aggregate(collection, checks)
+    assert aggregate(collection, checks[:1])["reports"] == 200
+
+
+@pytest.mark.parametrize("spec", ["collection.yaml", "rappor.yaml"])
+def test_counting_in_slices_gives_the_counts_of_whole_batches(tmp_path, monkeypatch, spec):
+    from dprelease.tasks import ldp
+
+    path = _collection(tmp_path, spec, people=1_000, days=2)
+    collection = load_collection(path)
+    checks = ldp.check_batches(collection)
+    whole = ldp.aggregate(collection, checks)
+    monkeypatch.setattr(ldp, "CHUNK_CELLS", 7 * 32)  # 7 reports a slice: slices end inside each batch
+    sliced = ldp.aggregate(collection, checks)
+    assert whole["reports"] == sliced["reports"] == 1_000
+    for key in ("support", "counts", "per_cohort"):
+        if key in whole:
+            assert (whole[key] == sliced[key]).all() and whole[key].sum() > 0
+
+
+@pytest.mark.parametrize(("limit", "value"), [("CHECK_ROWS", 100), ("CHECK_CELLS", 26 * 100)])
+def test_a_batch_checked_in_slices_is_refused_for_a_fault_in_any_slice(tmp_path, monkeypatch, limit, value):
+    from dprelease.tasks import ldp
+
+    monkeypatch.setattr(ldp, limit, value)  # a batch of 500 reports of 26 bits is checked in 5 slices
+    slices: list[int] = []
+    check_file = ldp._check_file
+
+    def counted(path, collection, validate, seen):
+        return check_file(path, collection, lambda frame: slices.append(len(frame)) or validate(frame), seen)
+
+    monkeypatch.setattr(ldp, "_check_file", counted)
+    path = _collection(tmp_path, people=500, days=1)
+    collection = load_collection(path)
+    good = pq.read_table(collection.batches / "day-1.parquet")
+    ids = good.column("report_id").to_pylist()
+    ids[450] = ids[10]  # the same id in the first and the fifth slice
+    pq.write_table(_renumbered(good, "a").set_column(0, "report_id", pa.array([f"a{i}" for i in ids])),
+                   collection.batches / "repeated-id.parquet")
+    bits = good.column("bits").to_pylist()
+    bits[480] = "2" + bits[480][1:]
+    pq.write_table(_renumbered(_with(good, "bits", pa.array(bits)), "b"), collection.batches / "late-fault.parquet")
+    checks = {c.name: c for c in ldp.check_batches(collection)}
+    assert checks["day-1.parquet"].accepted and checks["day-1.parquet"].rows == 500
+    assert checks["repeated-id.parquet"].problems == ["column 'report_id': ColumnValuesToBeUnique"]
+    assert checks["late-fault.parquet"].problems == ["column 'bits': ColumnValuesToMatchRegex"]
+    assert ldp.aggregate(collection, [checks["day-1.parquet"]])["reports"] == 500
+    assert slices == [100] * 15
+
+
+def test_a_batch_with_a_sound_footer_and_a_damaged_page_is_refused_with_no_rows(tmp_path):
+    from dprelease.tasks.ldp import check_batches
+
+    path = _collection(tmp_path, people=2_000, days=1)
+    batches = load_collection(path).batches
+    data = bytearray((batches / "day-1.parquet").read_bytes())
+    for i in range(len(data) // 3, len(data) // 3 + 2_000):  # inside the pages: the footer still reads
+        data[i] ^= 0x5A
+    (batches / "damaged.parquet").write_bytes(bytes(data))
+    assert pq.ParquetFile(batches / "damaged.parquet").metadata.num_rows == 2_000
+    checks = {c.name: c for c in check_batches(load_collection(path))}
+    assert (checks["damaged.parquet"].rows, checks["damaged.parquet"].problems[0][:29]) == (
+        0, "not a readable Parquet file (")

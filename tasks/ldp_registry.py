@@ -1,0 +1,114 @@
+"""The registry of local-DP collections (their fixed parameters) and the checks made before a collection run starts.
+
+A collection is registered when a run first accepts one of its batches: a spec whose mistake leaves no batch
+accepted (a misspelt folder, reports of other parameters) registers nothing, so it can still be corrected.
+Everything that needs no report (the batch folder, the output folder, the registry file, the run id) is
+checked before Prefect starts, with one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dprelease.schemas.identifiers import inside
+from dprelease.schemas.ldp import Collection, CollectionError, load_collection
+
+_TABLE = ("CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
+          "parameters TEXT NOT NULL, created_at REAL NOT NULL)")
+
+
+@contextmanager
+def _open(registry: Path) -> Iterator[sqlite3.Connection]:
+    """The registry's connection; a folder, a file that is not SQLite or another application's database is refused."""
+    if registry.exists() and not registry.is_file():
+        raise CollectionError(f"registry {registry}: must be a file (an SQLite database), not a folder or device")
+    if registry.parent.exists() and not registry.parent.is_dir():
+        raise CollectionError(f"registry {registry}: {registry.parent} is not a folder")
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(registry, isolation_level=None, timeout=60)
+    try:
+        try:
+            tables = {str(row[0]) for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, sqlite3.OperationalError):  # locked, unreadable: SQLite's own words
+                raise
+            raise CollectionError(f"registry {registry}: is not an SQLite database (or is damaged); give the "
+                                  "registry's own file, or a new path") from None
+        if tables and "collections" not in tables:
+            raise CollectionError(f"registry {registry}: is an SQLite database of something else (none of its "
+                                  "tables is a registry's); give the registry's own file, or a new path")
+        yield db
+    finally:
+        db.close()
+
+
+def _refuse_changed(collection: Collection, fingerprint: str | None) -> None:
+    if fingerprint is not None and fingerprint != collection.fingerprint():
+        raise CollectionError(f"collection {collection.name!r}: its parameters are fixed since it was created "
+                              f"(fingerprint {fingerprint}); this spec has {collection.fingerprint()}: create a new "
+                              "collection instead")
+
+
+def check_registered(registry: Path, collection: Collection) -> None:
+    """Refuse a spec whose collection is registered with other parameters; writes nothing (a new file stays absent).
+
+    Raises:
+        CollectionError: If the parameters changed, or ``registry`` is not a registry.
+    """
+    if not registry.exists():
+        if registry.parent.exists() and not registry.parent.is_dir():
+            raise CollectionError(f"registry {registry}: {registry.parent} is not a folder")
+        return
+    if not registry.is_file():
+        raise CollectionError(f"registry {registry}: must be a file (an SQLite database), not a folder or device")
+    with _open(registry) as db:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'collections'").fetchone() is None:
+            return
+        row = db.execute("SELECT fingerprint FROM collections WHERE name = ?", (collection.name,)).fetchone()
+    _refuse_changed(collection, None if row is None else str(row[0]))
+
+
+def register(registry: Path, collection: Collection) -> bool:
+    """Record the collection's parameters on its first accepted run; True when it was new.
+
+    Raises:
+        CollectionError: If the collection exists with other parameters (they are fixed at creation).
+    """
+    with _open(registry) as db:
+        db.execute(_TABLE)
+        db.execute("BEGIN IMMEDIATE")
+        row = db.execute("SELECT fingerprint FROM collections WHERE name = ?", (collection.name,)).fetchone()
+        if row is None:
+            db.execute("INSERT INTO collections VALUES (?, ?, ?, ?)", (
+                collection.name, collection.fingerprint(), json.dumps(collection.parameters(), sort_keys=True),
+                time.time()))
+        db.execute("COMMIT")
+    _refuse_changed(collection, None if row is None else str(row[0]))
+    return row is None
+
+
+def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -> Collection:
+    """The collection of ``spec``, and what a run can check without a report, before anything starts or is registered.
+
+    Raises:
+        CollectionError: Naming the setting and the rule: a bad spec, no batch folder or no ``*.parquet`` in it, an
+            output folder that is a file, a run id already published, a registry that is not one, changed parameters.
+    """
+    collection = load_collection(spec)
+    batches = collection.batches
+    if not batches.is_dir():
+        what = "is not a folder" if batches.exists() else "does not exist"
+        raise CollectionError(f"{collection.source}: batches: {batches} {what}; name the folder of report batches")
+    if not any(batches.glob("*.parquet")):
+        raise CollectionError(f"{collection.source}: batches: {batches} holds no *.parquet batch")
+    if out.exists() and not out.is_dir():
+        raise CollectionError(f"--out {out}: is not a folder")
+    if run_id is not None and inside(out, collection.name, run_id).exists():
+        raise CollectionError(f"{inside(out, collection.name, run_id)}: already published; use another run id")
+    check_registered(registry, collection)
+    return collection
