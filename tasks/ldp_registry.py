@@ -108,6 +108,10 @@ def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -
         raise CollectionError(f"{collection.source}: batches: {batches} holds no *.parquet batch")
     if out.exists() and not out.is_dir():
         raise CollectionError(f"--out {out}: is not a folder")
+    folder = batches.resolve()
+    if folder == out or out in folder.parents or folder in out.parents:
+        raise CollectionError(f"--out {out}: must lie apart from the batch folder {folder} (neither inside the "
+                              "other): the public tree must never take the reports along")
     if run_id is not None and inside(out, collection.name, run_id).exists():
         raise CollectionError(f"{inside(out, collection.name, run_id)}: already published; use another run id")
     check_registered(registry, collection)

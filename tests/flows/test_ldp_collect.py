@@ -214,7 +214,8 @@ def _registry_rows(registry: Path) -> list[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("mistake", ["no-folder", "empty-folder", "out-is-a-file", "registry-is-a-folder",
-                                     "registry-not-sqlite", "registry-of-another-application", "published-run-id"])
+                                     "registry-not-sqlite", "registry-of-another-application", "published-run-id",
+                                     "out-above-the-batches", "out-among-the-batches"])
 def test_a_mistake_that_needs_no_report_is_one_line_exit_2_and_registers_nothing(tmp_path, capsys, mistake):
     import sqlite3
 
@@ -231,6 +232,8 @@ def test_a_mistake_that_needs_no_report_is_one_line_exit_2_and_registers_nothing
         registry.mkdir()
     elif mistake == "registry-not-sqlite":
         registry.write_text("not a database\n" * 100)
+    elif mistake in ("out-above-the-batches", "out-among-the-batches"):
+        out = batches.parent if mistake == "out-above-the-batches" else batches / "public"
     elif mistake == "registry-of-another-application":
         db = sqlite3.connect(registry)
         db.execute("CREATE TABLE datasets (name TEXT)")
@@ -245,7 +248,9 @@ def test_a_mistake_that_needs_no_report_is_one_line_exit_2_and_registers_nothing
     expected = {"no-folder": "does not exist", "empty-folder": "holds no *.parquet batch",
                 "out-is-a-file": "is not a folder", "registry-is-a-folder": "must be a file",
                 "registry-not-sqlite": "is not an SQLite database", "published-run-id": "already published",
-                "registry-of-another-application": "is an SQLite database of something else"}[mistake]
+                "registry-of-another-application": "is an SQLite database of something else",
+                "out-above-the-batches": "must lie apart from the batch folder",
+                "out-among-the-batches": "must lie apart from the batch folder"}[mistake]
     assert expected in err[0]
     if before is not None:
         assert _registry_rows(registry) == before  # another application's database is left untouched
