@@ -27,6 +27,8 @@ def main() -> None:
     parser.add_argument("--people", type=int, default=100_000)
     parser.add_argument("--days", type=int, default=3)
     args = parser.parse_args()
+    if args.days < 1 or args.people < args.days:
+        parser.error("--days must be at least 1 and --people at least --days (one report per person per day)")
     for spec in ("collection.yaml", "rappor.yaml"):
         collection = load_collection(HERE / spec)
         collection.batches.mkdir(parents=True, exist_ok=True)
