@@ -62,17 +62,25 @@ def open_parquet(path: Path) -> pq.ParquetFile:
         raise InputError(f"{path.name}: not a readable Parquet file ({type(err).__name__})") from None
 
 
+HIDDEN_PREFIXES = (".", "_")
+"""Names a folder's reader skips, as pyarrow's datasets, Spark and Hive do: hidden files (``._part-0.parquet``,
+the AppleDouble twin a copy from macOS leaves beside each file) and a writer's own (``_metadata``, ``_temporary``)."""
+
+
 def parquet_files(data: Path) -> list[Path]:
     """The files of a dataset: ``data`` itself, or the ``*.parquet`` files of a folder sorted by name.
+
+    A folder's files whose names begin with ``.`` or ``_`` are not part of it (:data:`HIDDEN_PREFIXES`).
 
     Raises:
         InputError: If ``data`` is a folder without any ``*.parquet`` file.
     """
     if not data.is_dir():
         return [data]
-    files = sorted((p for p in data.glob("*.parquet") if p.is_file()), key=lambda p: p.name)
+    files = sorted((p for p in data.glob("*.parquet") if p.is_file() and not p.name.startswith(HIDDEN_PREFIXES)),
+                   key=lambda p: p.name)
     if not files:
-        raise InputError(f"{data.name}: the folder holds no *.parquet file")
+        raise InputError(f"{data.name}: the folder holds no *.parquet file (names beginning with . or _ are skipped)")
     return files
 
 

@@ -49,6 +49,18 @@ def test_a_folder_reads_as_its_files_in_name_order(tmp_path):
     assert read_table(tmp_path / "d", ["age", "workclass"]).equals(table.select(["age", "workclass"]))
 
 
+def test_hidden_files_and_a_writers_own_are_not_part_of_a_folder(tmp_path):
+    """A copy from macOS leaves ``._part-0.parquet`` (AppleDouble, not Parquet) beside each file; Spark ``_SUCCESS``."""
+    table = pq.read_table(ADULT / "adult.parquet")
+    files = _split(table, tmp_path / "d")
+    (tmp_path / "d" / "._part-0.parquet").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+    shutil.copy(files[0], tmp_path / "d" / "_part-0.parquet")  # a writer's leftover: its rows are not counted twice
+    for name in (".DS_Store", "_SUCCESS", ".part-0.parquet.crc"):
+        (tmp_path / "d" / name).write_bytes(b"\x00")
+    assert [Path(f).name for f, _ in row_group_refs(tmp_path / "d")][::3] == [f.name for f in files]
+    assert read_table(tmp_path / "d", ["age"]).num_rows == table.num_rows
+
+
 def test_files_that_disagree_in_schema_are_named_with_the_first_differing_column(tmp_path):
     table = pq.read_table(ADULT / "adult.parquet")
     files = _split(table, tmp_path / "d")
