@@ -84,17 +84,25 @@ def parquet_files(data: Path) -> list[Path]:
     return files
 
 
-def _first_difference(expected: pa.Schema, found: pa.Schema) -> str:
-    """The first column (by position) where two Arrow schemas differ in name, type or nullability."""
+def _first_difference(expected: pa.Schema, found: pa.Schema, first: str) -> str:
+    """The first column (by position) where two Arrow schemas differ, and how: name, type or nullability.
+
+    Only file metadata is named (column names, Arrow types, positions), never a value.
+    """
     for position in range(max(len(expected), len(found))):
         if position >= len(found):
-            return str(expected.field(position).name)
+            return f"column {expected.field(position).name!r} of {first} is missing"
         if position >= len(expected):
-            return str(found.field(position).name)
+            return f"column {found.field(position).name!r} is not in {first}"
         mine, theirs = expected.field(position), found.field(position)
-        if mine.name != theirs.name or mine.type != theirs.type or mine.nullable != theirs.nullable:
-            return str(mine.name)
-    return str(expected.field(0).name) if len(expected) else "?"  # pragma: no cover - equal schemas
+        if mine.name != theirs.name:
+            return f"column {position + 1} is {theirs.name!r} where {first} has {mine.name!r}"
+        if mine.type != theirs.type:
+            return f"column {mine.name!r} is {theirs.type} where {first} has {mine.type}"
+        if mine.nullable != theirs.nullable:
+            nullable = {True: "nullable", False: "required (not null)"}
+            return f"column {mine.name!r} is {nullable[theirs.nullable]} where {first} has it {nullable[mine.nullable]}"
+    return "the schemas differ"  # pragma: no cover - equal schemas
 
 
 def dataset_schema(data: Path) -> pa.Schema:
@@ -109,8 +117,8 @@ def dataset_schema(data: Path) -> pa.Schema:
     for path in files[1:]:
         other = open_parquet(path).schema_arrow
         if not other.equals(schema, check_metadata=False):
-            raise InputError(f"{data.name}/{path.name}: column {_first_difference(schema, other)!r} does not match "
-                             f"{files[0].name} (every file of a dataset folder must have the same Arrow schema)")
+            raise InputError(f"{data.name}/{path.name}: {_first_difference(schema, other, files[0].name)} (every "
+                             "file of a dataset folder must have the same Arrow schema)")
     return schema
 
 
