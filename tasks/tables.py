@@ -136,6 +136,26 @@ def row_group_refs(data: Path) -> list[RowGroupRef]:
     return [(str(path), index) for path in parquet_files(data) for index in range(open_parquet(path).num_row_groups)]
 
 
+def _utf8(table: pa.Table, file: Path) -> pa.Table:
+    """``table``, once its text columns are checked to hold UTF-8.
+
+    pyarrow reads a Parquet string column unchecked, and a library that decodes a malformed one later fails
+    with an error quoting its bytes (a release then failed in a stage, a check with an unexpected error).
+
+    Raises:
+        InputError: Naming the file and the column (never a value).
+    """
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+            try:
+                column.validate(full=True)
+            except pa.ArrowInvalid:
+                raise InputError(f"{file.name}: column {name!r} holds text that is not UTF-8 (Parquet strings "
+                                 "must be UTF-8)") from None
+    return table
+
+
 def read_row_groups(refs: Sequence[RowGroupRef], columns: Sequence[str]) -> Iterator[pa.Table]:
     """The referenced row groups, one table each, with only ``columns`` (checksums verified)."""
     opened: dict[str, pq.ParquetFile] = {}
@@ -145,9 +165,10 @@ def read_row_groups(refs: Sequence[RowGroupRef], columns: Sequence[str]) -> Iter
             opened.clear()  # refs come file by file: keep one file open at a time
             opened[file] = open_parquet(path)
         try:
-            yield opened[file].read_row_group(index, columns=list(columns))
+            group = opened[file].read_row_group(index, columns=list(columns))
         except (pa.ArrowInvalid, OSError) as err:
             raise InputError(f"{path.name}: row group {index} cannot be read ({type(err).__name__})") from None
+        yield _utf8(group, path)
 
 
 COALESCE_ROWS = 65_536
@@ -170,11 +191,15 @@ def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:
         if not _coalesced(opened):
             yield from read_row_groups([(str(file), i) for i in range(opened.num_row_groups)], columns)
             continue
-        try:
-            for batch in opened.iter_batches(batch_size=COALESCE_ROWS, columns=list(columns)):
-                yield pa.Table.from_batches([batch])
-        except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(f"{file.name}: a row group cannot be read ({type(err).__name__})") from None
+        batches = opened.iter_batches(batch_size=COALESCE_ROWS, columns=list(columns))
+        while True:
+            try:
+                batch = next(batches, None)
+            except (pa.ArrowInvalid, OSError) as err:
+                raise InputError(f"{file.name}: a row group cannot be read ({type(err).__name__})") from None
+            if batch is None:
+                break
+            yield _utf8(pa.Table.from_batches([batch]), file)
 
 
 def table_rows(path: Path) -> int:

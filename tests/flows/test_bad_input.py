@@ -406,6 +406,15 @@ def _wrong_type(path: Path) -> None:
     pq.write_table(table.set_column(table.column_names.index("age"), "age", ages), path)
 
 
+def _not_utf8(path: Path) -> None:
+    """A string column whose bytes are not UTF-8 (pyarrow writes and reads them unchecked)."""
+    table = pq.read_table(path)
+    raw = pa.array([(b"\xff" + CANARY_TEXT.encode()) if i == 3 else v.encode()
+                    for i, v in enumerate(table.column("sex").to_pylist())], pa.binary())
+    text = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
+    pq.write_table(table.set_column(table.column_names.index("sex"), "sex", text), path, row_group_size=ROWS // 3)
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     ("damage", "rule", "reserved"),
@@ -413,11 +422,12 @@ def _wrong_type(path: Path) -> None:
         (_not_parquet, "people.parquet: not a readable Parquet file", False),
         (_truncated, "people.parquet: not a readable Parquet file", False),
         (_flip_a_data_byte, "people.parquet: row group 0 cannot be read", True),
+        (_not_utf8, "people.parquet: column 'sex' holds text that is not UTF-8", True),
         (_missing_column, "column 'height': must be present", False),
         (_duplicated_column, "column 'age': must appear only once", False),
         (_wrong_type, "column 'age': must have an integer type (found string)", False),
     ],
-    ids=["not-parquet", "truncated", "flipped-byte", "missing-column", "duplicated-column", "wrong-type"],
+    ids=["not-parquet", "truncated", "flipped-byte", "not-utf8", "missing-column", "duplicated-column", "wrong-type"],
 )
 def test_unusable_file_is_refused_before_any_noise(
     prefect_harness, tmp_path, draws, damage: Callable[[Path], None], rule: str, reserved: bool
