@@ -145,6 +145,26 @@ def test_usage_and_schema_errors_exit_2_with_an_error_testcase(tmp_path, capsys)
     assert info.value.code == 2
 
 
+def test_rows_it_cannot_read_exit_2_with_both_reports(tmp_path, capsys):
+    """A text column that is not UTF-8 is found only when its rows are read: the gate cannot decide (2), and says why
+    in --junit and --summary alike (the summary was not written, and before, the error was an unexpected one)."""
+    table = pq.read_table(ADULT / "adult.parquet")
+    raw = pa.array([(b"\xff" + CANARY_TEXT.encode()) if i == 5 else v.encode()
+                    for i, v in enumerate(table.column("sex").to_pylist())], pa.binary())
+    table = table.set_column(table.column_names.index("sex"), "sex",
+                             pa.Array.from_buffers(pa.string(), len(raw), raw.buffers()))
+    pq.write_table(table, tmp_path / "bad.parquet")
+    report, summary = tmp_path / "report.xml", tmp_path / "summary.json"
+    code, out = _run(["check", str(SCHEMA), str(tmp_path / "bad.parquet"), "--junit", str(report),
+                      "--summary", str(summary)], capsys)
+    rule = "bad.parquet: column 'sex' holds text that is not UTF-8 (Parquet strings must be UTF-8)"
+    assert code == 2 and out.strip() == f"dprelease check: {rule}"
+    assert _failures(_cases(report)[1]) == {("input", "must be readable"): rule}
+    assert json.loads(summary.read_text()) == {"schema": str(SCHEMA), "data": "bad.parquet", "passed": False,
+                                               "error": rule}
+    _assert_no_canary(out, report.read_bytes(), summary.read_bytes())
+
+
 @pytest.mark.e2e
 def test_check_quality_flow_passes_on_adult_and_fails_on_a_bad_table(prefect_harness, tmp_path, caplog):
     from dprelease.flows.check import DataQualityError, check_quality
