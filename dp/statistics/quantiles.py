@@ -359,8 +359,5 @@ def quantile_intervals(released: NoisyQuantiles, count: float, level: float = 0.
         high_point = points[min(int(np.searchsorted(cdf, 1 - tail)), grid.points - 1)]
         low = value - (float(high_point) - truth)
         high = value - (float(low_point) - truth)
-        # Near a bound the law on the plug-in may lie wholly on one side of its quantile (rows at the public
-        # max: little mass on the max's one grid point), and the shifted interval would miss the release or
-        # leave the bounds (low above the max): each end is widened to the release and kept inside the bounds.
-        out.append((max(min(low, value), grid.bounds.lower), min(max(high, value), grid.bounds.upper)))
+        out.append((max(low, grid.bounds.lower), min(high, grid.bounds.upper)))
     return out

@@ -160,14 +160,3 @@ def test_intervals_contain_the_release_and_respect_the_bounds(ledger):
                                  context, column="x", uniform=SeededSelection(4))
     for (low, high), value in zip(quantile_intervals(released, 500), released.values, strict=True):
         assert 0 <= low <= value <= high <= 10
-
-
-@pytest.mark.parametrize("at", [0.0, 10.0])
-def test_intervals_of_rows_all_at_a_bound_hold_the_release_inside_the_bounds(ledger, at):
-    """Rows at the max once gave (10.005, 10): a low end above the max, the interval upside down."""
-    grid = Grid(ClipBounds(0, 10), half_steps=1024)
-    context = ReleaseContext(ledger, "r1", "pure", SeededSelection(2))
-    released = measure_quantiles(np.full(600, at), quantile_mechanisms(grid, [0.5], PureBudget(Fraction(1, 10))),
-                                 context, column="x", uniform=SeededSelection(3))
-    [(low, high)] = quantile_intervals(released, 600)
-    assert 0 <= low <= released.values[0] <= high <= 10
