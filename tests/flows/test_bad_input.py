@@ -271,6 +271,14 @@ def test_marginal_over_the_cell_limit_is_refused(tmp_path: Path) -> None:
     assert f"the limit is {MAX_CELLS}" in message and "marginal(wide,age)" in message
 
 
+def test_a_cell_count_past_any_limit_is_said_in_a_few_characters(tmp_path: Path) -> None:
+    """Bins of width 1e-300 over [100, 220] once printed a count of 303 digits in the one-line message."""
+    schema = {**SCHEMA, "columns": {**SCHEMA["columns"],
+                                    "height": {"type": "float", "min": 100, "max": 220, "bins": {"width": 1e-300}}}}
+    message = _spec_error(tmp_path, schema=schema)
+    assert message.endswith(f"marginal(height) would have up to more than 10^302 cells; the limit is {MAX_CELLS}")
+
+
 def _wide() -> dict[str, Any]:
     """Spec changes whose 2-way marginal (wide x age) has more than MAX_CELLS cells."""
     schema = {"table": "people", "columns": {
