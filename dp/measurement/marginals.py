@@ -36,6 +36,8 @@ from dprelease.dp.errors import DomainError, InternalError, ParameterError
 from dprelease.dp.measurement.spikes import with_spikes
 
 IntArray = npt.NDArray[np.int64]
+NULL_MARGINAL_LABEL = "<null>"
+"""The label of null in a published marginal (a nullable category column may not declare it as a category)."""
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -102,7 +104,7 @@ class ColumnDomain:
         else:
             out = [f"[{lo:g}, {hi:g})" for lo, hi in zip(self.edges[:-1], self.edges[1:], strict=True)]
         if self.nullable:
-            out.append("<null>")
+            out.append(NULL_MARGINAL_LABEL)
         return tuple(out)
 
 

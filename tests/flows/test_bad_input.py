@@ -266,6 +266,16 @@ def test_empty_or_duplicate_categories_are_refused(tmp_path: Path, categories: l
     assert rule in str(info.value)
 
 
+def test_a_nullable_column_may_not_declare_the_label_of_null(tmp_path: Path) -> None:
+    """Its published 1-way read [<null>: 161, a: 162, <null>: 177]: which row was the category, which null?"""
+    column = {"type": "category", "categories": ["<null>", "a"]}
+    assert load_schema(_write(tmp_path / "ok.yaml", {"table": "t", "columns": {"c": column}})).columns[0].categories
+    with pytest.raises(SchemaError) as info:
+        load_schema(_write(tmp_path / "schema.yaml", {"table": "t", "columns": {"c": {**column, "nullable": True}}}))
+    assert str(info.value).endswith("columns.c.categories: declares '<null>', the label of null in a published "
+                                    "marginal: in a nullable column the two would read alike; rename the category")
+
+
 def test_marginal_over_the_cell_limit_is_refused(tmp_path: Path) -> None:
     message = _spec_error(tmp_path, **_wide())
     assert f"the limit is {MAX_CELLS}" in message and "marginal(wide,age)" in message
