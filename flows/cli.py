@@ -271,8 +271,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     data = Path(args.data)
     suite_name = f"{data.name} against {Path(args.schema).name}"
+    inputs = {Path(args.schema).resolve(): "the schema", data.resolve(): "the data"}
     for option, target in (("--summary", args.summary), ("--junit", args.junit)):
         if target is not None:  # before validating: a report that cannot be written must not read as "fails"
+            if (found := Path(target).resolve()) in inputs or data.resolve() in found.parents:
+                raise InputError(f"{option} {target}: is {inputs.get(found, 'inside the data folder')}; a report "
+                                 "never overwrites an input or another report")
+            inputs[found] = f"the {option} report"
             if Path(target).is_dir():
                 raise InputError(f"{option} {target}: is a folder, not a file")
             if not Path(target).resolve().parent.is_dir():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -143,6 +144,27 @@ def test_usage_and_schema_errors_exit_2_with_an_error_testcase(tmp_path, capsys)
     with pytest.raises(SystemExit) as info:  # argparse: a missing argument is a usage error
         main(["check", str(SCHEMA)])
     assert info.value.code == 2
+
+
+@pytest.mark.parametrize(("junit", "summary", "said"), [
+    ("data.parquet", None, "--junit data.parquet: is the data"),
+    (None, "schema.yaml", "--summary schema.yaml: is the schema"),
+    ("r.xml", "r.xml", "--junit r.xml: is the --summary report"),
+    ("folder/report.parquet", None, "--junit folder/report.parquet: is inside the data folder"),
+])
+def test_a_report_never_overwrites_an_input(tmp_path, capsys, monkeypatch, junit, summary, said):
+    """``--junit data.parquet`` (a slip of completion) replaced the sensitive table by the report."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(SCHEMA, "schema.yaml")
+    shutil.copy(ADULT / "adult.parquet", "data.parquet")
+    Path("folder").mkdir()
+    shutil.copy(ADULT / "adult.parquet", "folder/part.parquet")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    data = "folder" if junit and junit.startswith("folder") else "data.parquet"
+    options = [*(["--junit", junit] if junit else []), *(["--summary", summary] if summary else [])]
+    code, out = _run(["check", "schema.yaml", data, *options], capsys)
+    assert code == 2 and out.strip() == f"dprelease check: {said}; a report never overwrites an input or another report"
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 
 
 def test_rows_it_cannot_read_exit_2_with_both_reports(tmp_path, capsys):
