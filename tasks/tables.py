@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from dprelease.dp.errors import DPReleaseError
 from dprelease.quality.validation import structural_problems
+from dprelease.schemas.identifiers import short
 from dprelease.schemas.model import TableSchema
 
 RowGroupRef = tuple[str, int]
@@ -87,21 +88,22 @@ def parquet_files(data: Path) -> list[Path]:
 def _first_difference(expected: pa.Schema, found: pa.Schema, first: str) -> str:
     """The first column (by position) where two Arrow schemas differ, and how: name, type or nullability.
 
-    Only file metadata is named (column names, Arrow types, positions), never a value.
+    Only file metadata is named (column names, cut at 128 characters; Arrow types; positions), never a value.
     """
     for position in range(max(len(expected), len(found))):
         if position >= len(found):
-            return f"column {expected.field(position).name!r} of {first} is missing"
+            return f"column {short(expected.field(position).name, 128)} of {first} is missing"
         if position >= len(expected):
-            return f"column {found.field(position).name!r} is not in {first}"
+            return f"column {short(found.field(position).name, 128)} is not in {first}"
         mine, theirs = expected.field(position), found.field(position)
+        name = short(mine.name, 128)
         if mine.name != theirs.name:
-            return f"column {position + 1} is {theirs.name!r} where {first} has {mine.name!r}"
+            return f"column {position + 1} is {short(theirs.name, 128)} where {first} has {name}"
         if mine.type != theirs.type:
-            return f"column {mine.name!r} is {theirs.type} where {first} has {mine.type}"
+            return f"column {name} is {theirs.type} where {first} has {mine.type}"
         if mine.nullable != theirs.nullable:
             nullable = {True: "nullable", False: "required (not null)"}
-            return f"column {mine.name!r} is {nullable[theirs.nullable]} where {first} has it {nullable[mine.nullable]}"
+            return f"column {name} is {nullable[theirs.nullable]} where {first} has it {nullable[mine.nullable]}"
     return "the schemas differ"  # pragma: no cover - equal schemas
 
 

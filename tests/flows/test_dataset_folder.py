@@ -83,6 +83,8 @@ def test_files_that_disagree_in_schema_are_named_with_the_first_differing_column
     (lambda t: t.select([*t.column_names[1:], "age"]), "column 1 is 'workclass' where part-0.parquet has 'age'"),
     (lambda t: t.drop_columns(["income"]), "column 'income' of part-0.parquet is missing"),
     (lambda t: t.append_column("extra", pa.nulls(t.num_rows, pa.int8())), "column 'extra' is not in part-0.parquet"),
+    (lambda t: t.append_column("x" * 10_000, pa.nulls(t.num_rows, pa.int8())),
+     f"column {'x' * 128!r}... is not in part-0.parquet"),  # a name written by a program: one line still
 ])
 def test_a_folder_file_that_disagrees_is_told_how(tmp_path, change, said):
     """Files of the same types read "column 'age' does not match" when a writer marked a column required."""
