@@ -138,23 +138,25 @@ def row_group_refs(data: Path) -> list[RowGroupRef]:
     return [(str(path), index) for path in parquet_files(data) for index in range(open_parquet(path).num_row_groups)]
 
 
-def _utf8(table: pa.Table, file: Path) -> pa.Table:
-    """``table``, once its text columns are checked to hold UTF-8.
+def _utf8(table: pa.Table) -> pa.Table:
+    """``table`` with any text that is not UTF-8 repaired as Python's ``errors="replace"`` does (U+FFFD).
 
-    pyarrow reads a Parquet string column unchecked, and a library that decodes a malformed one later fails
-    with an error quoting its bytes (a release then failed in a stage, a check with an unexpected error).
-
-    Raises:
-        InputError: Naming the file and the column (never a value).
+    pyarrow reads a Parquet string column unchecked, and a library decoding a malformed value fails with
+    an error quoting its bytes (a release failed in a stage, a check with an unexpected error). Such a
+    value is one row's, handled like any value outside the domain (dropped or mapped when counted, failing
+    the in-set rule when validated): whether a release is published never depends on one row.
     """
-    for name, column in zip(table.column_names, table.columns, strict=True):
+    for index, column in enumerate(table.columns):
         kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
-            try:
-                column.validate(full=True)
-            except pa.ArrowInvalid:
-                raise InputError(f"{file.name}: column {name!r} holds text that is not UTF-8 (Parquet strings "
-                                 "must be UTF-8)") from None
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            continue  # a string_view column is never read from Parquet (pyarrow gives string or large_string)
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid:
+            raw = column.cast(kind).cast(pa.large_binary()).to_pylist()  # the rows of this one batch only
+            text = pa.array([None if v is None else v.decode("utf-8", "replace") for v in raw], kind)
+            table = table.set_column(index, table.field(index), text.dictionary_encode().cast(column.type)
+                                     if pa.types.is_dictionary(column.type) else text)
     return table
 
 
@@ -170,7 +172,7 @@ def read_row_groups(refs: Sequence[RowGroupRef], columns: Sequence[str]) -> Iter
             group = opened[file].read_row_group(index, columns=list(columns))
         except (pa.ArrowInvalid, OSError) as err:
             raise InputError(f"{path.name}: row group {index} cannot be read ({type(err).__name__})") from None
-        yield _utf8(group, path)
+        yield _utf8(group)
 
 
 COALESCE_ROWS = 65_536
@@ -201,7 +203,7 @@ def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:
                 raise InputError(f"{file.name}: a row group cannot be read ({type(err).__name__})") from None
             if batch is None:
                 break
-            yield _utf8(pa.Table.from_batches([batch]), file)
+            yield _utf8(pa.Table.from_batches([batch]))
 
 
 def table_rows(path: Path) -> int:
