@@ -225,9 +225,9 @@ def build_suite(schema: TableSchema, *, checkable: Collection[str] | None = None
     """The Great Expectations suite of a schema; each expectation carries its rule in ``meta``.
 
     Every declared column must exist. Columns in ``checkable`` (default: all) also get value
-    checks: not null (non-nullable columns); values in the declared categories (category
-    columns; GE's in-set check ignores nulls); values between the public bounds (numeric columns
-    with public bounds) or finite (float columns without them); whole numbers (``int`` columns:
+    checks: not null (non-nullable columns); values in the declared categories or ``values:`` set
+    (GE's in-set check ignores nulls); values between the public bounds (numeric columns with
+    public bounds) or finite (float columns without them); whole numbers (``int`` columns:
     a nullable integer dtype, see :func:`validate_table`).
 
     Args:
@@ -271,6 +271,9 @@ def build_suite(schema: TableSchema, *, checkable: Collection[str] | None = None
             add(ExpectColumnValuesToBeInSet(column=name, value_set=list(column.categories)),
                 f"values must be in the {count} declared {noun}")
             continue
+        if column.bins is not None and column.bins.kind == "values":  # a public value set: nothing in between
+            add(ExpectColumnValuesToBeInSet(column=name, value_set=list(column.bins.points)),
+                f"values must be one of the {len(column.bins.points)} declared values")
         if column.has_public_bounds:
             assert column.min is not None and column.max is not None
             whole = column.type == "int"

@@ -396,6 +396,8 @@ def _encode_number(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes
         whole = np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
         offset = np.clip(whole, int(low), int(high) - 1)
         outside = offset != whole
+        if domain.points:  # a value between two declared ones is counted with the one below: clamped too
+            outside |= ~np.isin(whole, np.asarray(domain.edges[:-1], dtype=np.int64))
         if missing is not None:
             outside &= ~missing
         if low:
@@ -411,7 +413,10 @@ def _encode_number(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes
     code = encode_numeric(values, domain).astype(_code_dtype(domain.size))
     # Nulls were filled with the lower bound and NaN compares false: neither counts as clamped.
     above = values >= high if domain.kind == "int" else values > high
-    return code, missing, int(np.count_nonzero(values < low)) + int(np.count_nonzero(above))
+    clamped = int(np.count_nonzero(values < low)) + int(np.count_nonzero(above))
+    if domain.points:  # between two declared values (NaN and nulls, filled with the first, are not)
+        clamped += int(np.count_nonzero((values >= low) & ~above & ~np.isin(values, domain.edges[:-1])))
+    return code, missing, clamped
 
 
 def marginal_key(columns: Sequence[str]) -> str:
