@@ -279,8 +279,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     data = Path(args.data)
     suite_name = f"{data.name} against {Path(args.schema).name}"
+    inputs = {Path(args.schema).resolve(): "the schema", data.resolve(): "the data"}
     for option, target in (("--summary", args.summary), ("--junit", args.junit)):
         if target is not None:  # before validating: a report that cannot be written must not read as "fails"
+            if (found := Path(target).resolve()) in inputs or data.resolve() in found.parents:
+                raise InputError(f"{option} {target}: is {inputs.get(found, 'inside the data folder')}; a report "
+                                 "never overwrites an input or another report")
+            inputs[found] = f"the {option} report"
             if Path(target).is_dir():
                 raise InputError(f"{option} {target}: is a folder, not a file")
             if not Path(target).resolve().parent.is_dir():
@@ -291,7 +296,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         schema = load_schema(args.schema)
         problems = structural_problems(schema, dataset_schema(data))
-    except (SchemaError, InputError) as err:
+        if not problems:  # the value checks when the structure fits
+            preload_great_expectations()
+            settle_gc()  # the collector back on, the imported modules out of its scans, before any row is read
+            report = validate_batches(row_groups(data, schema.names), schema, dataset_schema(data))
+    except (SchemaError, InputError) as err:  # a bad schema; an unreadable file or row group: the file is bad
         if args.junit:
             stage = "schema" if isinstance(err, SchemaError) else "input"
             Path(args.junit).write_bytes(junit_report(suite_name, [(stage, "must be readable", str(err), True)]))
@@ -302,7 +311,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise
         print(f"dprelease check: {err}", file=sys.stderr)
         return EXIT_USAGE
-    # One structure testcase per declared column, then the value checks when the structure fits.
+    # One structure testcase per declared column, then the value checks.
     unsound = {p.column: str(p) for p in problems}
     cases: list[tuple[str, str, str | None, bool]] = [
         (f"column {c.name}", "must be present once with its declared type", unsound.get(c.name), False)
@@ -311,15 +320,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     if problems:
         failed = [str(p) for p in problems]
     else:
-        preload_great_expectations()
-        settle_gc()  # the collector back on, the imported modules out of its scans, before any row is read
-        try:
-            report = validate_batches(row_groups(data, schema.names), schema, dataset_schema(data))
-        except InputError as err:  # a row group that cannot be read: the file, not the data, is bad
-            if args.junit:
-                Path(args.junit).write_bytes(junit_report(suite_name, [("input", "must be readable", str(err), True)]))
-            print(f"dprelease check: {err}", file=sys.stderr)
-            return EXIT_USAGE
         failed = report.failed_rules()
         cases += [(f"column {o.column}", o.rule, None if o.success else o.line(), o.errored)
                   for o in report.expectations

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import unicodedata
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -38,16 +39,8 @@ if TYPE_CHECKING:
     from great_expectations.core.expectation_validation_result import ExpectationSuiteValidationResult
     from great_expectations.expectations.expectation import Expectation
 
-__all__ = [
-    "ExpectationOutcome",
-    "Problem",
-    "ValidationReport",
-    "build_suite",
-    "preload_great_expectations",
-    "structural_problems",
-    "validate_batches",
-    "validate_table",
-]
+__all__ = ["ExpectationOutcome", "Problem", "ValidationReport", "build_suite", "preload_great_expectations",
+           "structural_problems", "validate_batches", "validate_table"]
 
 RESULT_FORMAT: dict[str, Any] = {"result_format": "BASIC", "partial_unexpected_count": 0}
 """Counts only: no partial or full lists of unexpected values are requested."""
@@ -232,9 +225,9 @@ def build_suite(schema: TableSchema, *, checkable: Collection[str] | None = None
     """The Great Expectations suite of a schema; each expectation carries its rule in ``meta``.
 
     Every declared column must exist. Columns in ``checkable`` (default: all) also get value
-    checks: not null (non-nullable columns); values in the declared categories (category
-    columns; GE's in-set check ignores nulls); values between the public bounds (numeric columns
-    with public bounds) or finite (float columns without them); whole numbers (``int`` columns:
+    checks: not null (non-nullable columns); values in the declared categories or ``values:`` set
+    (GE's in-set check ignores nulls); values between the public bounds (numeric columns with
+    public bounds) or finite (float columns without them); whole numbers (``int`` columns:
     a nullable integer dtype, see :func:`validate_table`).
 
     Args:
@@ -278,6 +271,9 @@ def build_suite(schema: TableSchema, *, checkable: Collection[str] | None = None
             add(ExpectColumnValuesToBeInSet(column=name, value_set=list(column.categories)),
                 f"values must be in the {count} declared {noun}")
             continue
+        if column.bins is not None and column.bins.kind == "values":  # a public value set: nothing in between
+            add(ExpectColumnValuesToBeInSet(column=name, value_set=list(column.bins.points)),
+                f"values must be one of the {len(column.bins.points)} declared values")
         if column.has_public_bounds:
             assert column.min is not None and column.max is not None
             whole = column.type == "int"
@@ -314,9 +310,9 @@ def _quiet_great_expectations() -> None:
 
 
 def _canonical(chunked: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
-    """One type per kind: strings for categories (7 becomes "7"), float64 for floats, integers unchanged."""
+    """One type per kind: NFC strings for categories (7 becomes "7"), float64 for floats, integers unchanged."""
     if column.type == "category":
-        return chunked.cast(pa.string())
+        return pc.utf8_normalize(chunked.cast(pa.string()), "NFC")
     if pa.types.is_floating(chunked.type):
         return chunked.cast(pa.float64())
     return chunked
@@ -333,11 +329,13 @@ def _fast_array(chunked: pa.ChunkedArray, column: Column) -> Any:
     """
     import pandas as pd
 
-    if column.type == "category":
+    if column.type == "category":  # in NFC, as counted (data written in NFD is its declared category)
         encoded = pc.dictionary_encode(chunked.cast(pa.string())).combine_chunks()
-        return pd.Categorical.from_codes(
-            np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64),
-            categories=pd.Index(encoded.dictionary.to_pylist(), dtype=object))
+        labels: dict[str, int] = {}
+        nfc = [labels.setdefault(unicodedata.normalize("NFC", v), len(labels)) for v in encoded.dictionary.to_pylist()]
+        codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        return pd.Categorical.from_codes(np.array([*nfc, -1], dtype=np.int64)[codes],
+                                         categories=pd.Index(list(labels), dtype=object))
     if pa.types.is_integer(chunked.type):
         if chunked.null_count or chunked.type == pa.uint64():
             return None

@@ -323,7 +323,8 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
         for c in m.columns:
             cells *= _max_size(spec, c)
         if cells > MAX_CELLS:
-            raise SchemaError(f"{where}: {m.query} would have up to {cells} cells; the limit is {MAX_CELLS}")
+            shown = str(cells) if cells < 10**15 else f"more than 10^{len(str(cells)) - 1}"  # width 1e-300: 301 digits
+            raise SchemaError(f"{where}: {m.query} would have up to {shown} cells; the limit is {MAX_CELLS}")
     budgets = [(m.query, m.budget) for m in measurements] + [(f"bounds({b.column})", b.run_budget) for b in bounds]
     budgets += [(f"mapping({p.column})", p.group_budget) for p in mappings]
     budgets += [(f"quantile bins({q.column})", q.group_budget) for q in quantile_bins]

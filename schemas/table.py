@@ -6,7 +6,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from dprelease.dp.measurement.marginals import Binning
+from dprelease.dp.measurement.marginals import NULL_MARGINAL_LABEL, Binning
 from dprelease.schemas.categories import declared_categories, declared_label
 from dprelease.schemas.derived import check_derived, parse_labels, parse_ranges
 from dprelease.schemas.model import _NAME, Column, Hierarchy, PrivacyUnit, TableSchema, _fail
@@ -37,6 +37,9 @@ def _column(where: str, name: str, spec: Any, folder: Path) -> Column:
     on_unknown = spec.get("on_unknown", "drop")
     if ctype == "category":
         categories = declared_categories(f"{where}.categories", spec.get("categories"), folder)
+        if nullable and NULL_MARGINAL_LABEL in categories:
+            raise _fail(f"{where}.categories", f"declares {NULL_MARGINAL_LABEL!r}, the label of null in a published "
+                        "marginal: in a nullable column the two would read alike; rename the category")
         on_unknown = declared_label(on_unknown)
         if on_unknown != "drop" and on_unknown not in categories:
             raise _fail(f"{where}.on_unknown", "must be 'drop' or one of the declared categories")

@@ -154,9 +154,24 @@ def _coarse_labels(labels: tuple[str, ...], fine_to_coarse: npt.NDArray[np.int64
     return out
 
 
+def _marginal_file(stem: str, used: set[str]) -> str:
+    """``marginals/<stem>.parquet``, or ``<stem>-2``, ``<stem>-3``... when that name is taken (case ignored).
+
+    Column names may hold ``__`` (which joins a marginal's columns) or begin with ``clique-``: the 1-way of
+    a column ``a__b`` and the 2-way of ``a`` and ``b`` would otherwise write one file, the second over the
+    first (and ``Age``, ``age`` one file on a case-insensitive disk). Each file names its columns inside.
+    """
+    name, suffix = f"marginals/{stem}.parquet", 1
+    while name.casefold() in used:
+        suffix += 1
+        name = f"marginals/{stem}-{suffix}.parquet"
+    used.add(name.casefold())
+    return name
+
+
 def _write_hierarchy(
     hierarchy: Hierarchy, counts: list[npt.NDArray[np.int64]], leaf_labels: tuple[str, ...], root: Path,
-    metadata: dict[bytes, bytes],
+    metadata: dict[bytes, bytes], used: set[str],
 ) -> list[str]:
     """One Parquet file per level: node, parent node, post-processed count (the root file holds the total)."""
     labels = [("total",), *hierarchy.labels, leaf_labels]
@@ -168,7 +183,7 @@ def _write_hierarchy(
             parents = [0] * len(labels[1]) if depth == 1 else list(hierarchy.parents[depth - 2])
             data["parent"] = pa.array([labels[depth - 1][p] for p in parents], type=pa.string())
         data["count"] = pa.array(level_counts, type=pa.int64())
-        name = f"marginals/hierarchy-{hierarchy.name}-{depth}-{names[depth]}.parquet"
+        name = _marginal_file(f"hierarchy-{hierarchy.name}-{depth}-{names[depth]}", used)
         pq.write_table(pa.table(data).replace_schema_metadata(metadata), root / name)
         files.append(name)
     return files
@@ -194,12 +209,13 @@ def sample_synthetic(
     _write_decoded(codes, columns, estimate.rows, rng, root / table_file,
                    _metadata(plan, version))
     (root / "marginals").mkdir()
-    files = []
+    files: list[str] = []
+    used: set[str] = set()
     for cols, counts in estimate.consistent.items():
         grids = np.meshgrid(*[np.arange(by_name[c].size) for c in cols], indexing="ij")
         data = {c: pa.array(np.asarray(by_name[c].labels())[g.ravel()]) for c, g in zip(cols, grids, strict=True)}
         data["count"] = pa.array(counts, type=pa.int64())
-        name = f"marginals/{'__'.join(cols)}.parquet"
+        name = _marginal_file("__".join(cols), used)
         pq.write_table(pa.table(data).replace_schema_metadata(_metadata(plan, version)), root / name)
         files.append(name)
     for clique, counts in model.counts.items():
@@ -207,12 +223,12 @@ def sample_synthetic(
         grids = np.meshgrid(*[np.arange(len(x)) for x in labels], indexing="ij")
         data = {c: pa.array(np.asarray(x)[g.ravel()]) for c, x, g in zip(clique, labels, grids, strict=True)}
         data["count"] = pa.array(counts, type=pa.int64())
-        name = f"marginals/clique-{'__'.join(clique)}.parquet"
+        name = _marginal_file("clique-" + "__".join(clique), used)
         pq.write_table(pa.table(data).replace_schema_metadata(_metadata(plan, version)), root / name)
         files.append(name)
     for h in spec.schema.hierarchies:
         files += _write_hierarchy(h, estimate.hierarchies[h.name], by_name[h.column].labels(), root,
-                                  _metadata(plan, version))
+                                  _metadata(plan, version), used)
     get_run_logger().info("sampled %d synthetic rows (seed %d) from a junction tree of %d cliques over %d columns",
                           estimate.rows, plan.seed, len(model.cliques), len(domains))
     return SynthesisResult(estimate.rows, table_file, tuple(files), tuple(model.edges()),

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from dprelease.dp.errors import DPReleaseError
 from dprelease.quality.validation import structural_problems
+from dprelease.schemas.identifiers import short
 from dprelease.schemas.model import TableSchema
 
 RowGroupRef = tuple[str, int]
@@ -62,31 +63,48 @@ def open_parquet(path: Path) -> pq.ParquetFile:
         raise InputError(f"{path.name}: not a readable Parquet file ({type(err).__name__})") from None
 
 
+HIDDEN_PREFIXES = (".", "_")
+"""Names a folder's reader skips, as pyarrow's datasets, Spark and Hive do: hidden files (``._part-0.parquet``,
+the AppleDouble twin a copy from macOS leaves beside each file) and a writer's own (``_metadata``, ``_temporary``)."""
+
+
 def parquet_files(data: Path) -> list[Path]:
     """The files of a dataset: ``data`` itself, or the ``*.parquet`` files of a folder sorted by name.
+
+    A folder's files whose names begin with ``.`` or ``_`` are not part of it (:data:`HIDDEN_PREFIXES`).
 
     Raises:
         InputError: If ``data`` is a folder without any ``*.parquet`` file.
     """
     if not data.is_dir():
         return [data]
-    files = sorted((p for p in data.glob("*.parquet") if p.is_file()), key=lambda p: p.name)
+    files = sorted((p for p in data.glob("*.parquet") if p.is_file() and not p.name.startswith(HIDDEN_PREFIXES)),
+                   key=lambda p: p.name)
     if not files:
-        raise InputError(f"{data.name}: the folder holds no *.parquet file")
+        raise InputError(f"{data.name}: the folder holds no *.parquet file (names beginning with . or _ are skipped)")
     return files
 
 
-def _first_difference(expected: pa.Schema, found: pa.Schema) -> str:
-    """The first column (by position) where two Arrow schemas differ in name, type or nullability."""
+def _first_difference(expected: pa.Schema, found: pa.Schema, first: str) -> str:
+    """The first column (by position) where two Arrow schemas differ, and how: name, type or nullability.
+
+    Only file metadata is named (column names, cut at 128 characters; Arrow types; positions), never a value.
+    """
     for position in range(max(len(expected), len(found))):
         if position >= len(found):
-            return str(expected.field(position).name)
+            return f"column {short(expected.field(position).name, 128)} of {first} is missing"
         if position >= len(expected):
-            return str(found.field(position).name)
+            return f"column {short(found.field(position).name, 128)} is not in {first}"
         mine, theirs = expected.field(position), found.field(position)
-        if mine.name != theirs.name or mine.type != theirs.type or mine.nullable != theirs.nullable:
-            return str(mine.name)
-    return str(expected.field(0).name) if len(expected) else "?"  # pragma: no cover - equal schemas
+        name = short(mine.name, 128)
+        if mine.name != theirs.name:
+            return f"column {position + 1} is {short(theirs.name, 128)} where {first} has {name}"
+        if mine.type != theirs.type:
+            return f"column {name} is {theirs.type} where {first} has {mine.type}"
+        if mine.nullable != theirs.nullable:
+            nullable = {True: "nullable", False: "required (not null)"}
+            return f"column {name} is {nullable[theirs.nullable]} where {first} has it {nullable[mine.nullable]}"
+    return "the schemas differ"  # pragma: no cover - equal schemas
 
 
 def dataset_schema(data: Path) -> pa.Schema:
@@ -101,8 +119,8 @@ def dataset_schema(data: Path) -> pa.Schema:
     for path in files[1:]:
         other = open_parquet(path).schema_arrow
         if not other.equals(schema, check_metadata=False):
-            raise InputError(f"{data.name}/{path.name}: column {_first_difference(schema, other)!r} does not match "
-                             f"{files[0].name} (every file of a dataset folder must have the same Arrow schema)")
+            raise InputError(f"{data.name}/{path.name}: {_first_difference(schema, other, files[0].name)} (every "
+                             "file of a dataset folder must have the same Arrow schema)")
     return schema
 
 
@@ -120,6 +138,28 @@ def row_group_refs(data: Path) -> list[RowGroupRef]:
     return [(str(path), index) for path in parquet_files(data) for index in range(open_parquet(path).num_row_groups)]
 
 
+def _utf8(table: pa.Table) -> pa.Table:
+    """``table`` with any text that is not UTF-8 repaired as Python's ``errors="replace"`` does (U+FFFD).
+
+    pyarrow reads a Parquet string column unchecked, and a library decoding a malformed value fails with
+    an error quoting its bytes (a release failed in a stage, a check with an unexpected error). Such a
+    value is one row's, handled like any value outside the domain (dropped or mapped when counted, failing
+    the in-set rule when validated): whether a release is published never depends on one row.
+    """
+    for index, column in enumerate(table.columns):
+        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            continue  # a string_view column is never read from Parquet (pyarrow gives string or large_string)
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid:
+            raw = column.cast(kind).cast(pa.large_binary()).to_pylist()  # the rows of this one batch only
+            text = pa.array([None if v is None else v.decode("utf-8", "replace") for v in raw], kind)
+            table = table.set_column(index, table.field(index), text.dictionary_encode().cast(column.type)
+                                     if pa.types.is_dictionary(column.type) else text)
+    return table
+
+
 def read_row_groups(refs: Sequence[RowGroupRef], columns: Sequence[str]) -> Iterator[pa.Table]:
     """The referenced row groups, one table each, with only ``columns`` (checksums verified)."""
     opened: dict[str, pq.ParquetFile] = {}
@@ -129,9 +169,10 @@ def read_row_groups(refs: Sequence[RowGroupRef], columns: Sequence[str]) -> Iter
             opened.clear()  # refs come file by file: keep one file open at a time
             opened[file] = open_parquet(path)
         try:
-            yield opened[file].read_row_group(index, columns=list(columns))
+            group = opened[file].read_row_group(index, columns=list(columns))
         except (pa.ArrowInvalid, OSError) as err:
             raise InputError(f"{path.name}: row group {index} cannot be read ({type(err).__name__})") from None
+        yield _utf8(group)
 
 
 COALESCE_ROWS = 65_536
@@ -154,11 +195,15 @@ def row_groups(path: Path, columns: Sequence[str]) -> Iterator[pa.Table]:
         if not _coalesced(opened):
             yield from read_row_groups([(str(file), i) for i in range(opened.num_row_groups)], columns)
             continue
-        try:
-            for batch in opened.iter_batches(batch_size=COALESCE_ROWS, columns=list(columns)):
-                yield pa.Table.from_batches([batch])
-        except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(f"{file.name}: a row group cannot be read ({type(err).__name__})") from None
+        batches = opened.iter_batches(batch_size=COALESCE_ROWS, columns=list(columns))
+        while True:
+            try:
+                batch = next(batches, None)
+            except (pa.ArrowInvalid, OSError) as err:
+                raise InputError(f"{file.name}: a row group cannot be read ({type(err).__name__})") from None
+            if batch is None:
+                break
+            yield _utf8(pa.Table.from_batches([batch]))
 
 
 def table_rows(path: Path) -> int:

@@ -36,6 +36,8 @@ from dprelease.dp.errors import DomainError, InternalError, ParameterError
 from dprelease.dp.measurement.spikes import with_spikes
 
 IntArray = npt.NDArray[np.int64]
+NULL_MARGINAL_LABEL = "<null>"
+"""The label of null in a published marginal (a nullable category column may not declare it as a category)."""
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -102,7 +104,7 @@ class ColumnDomain:
         else:
             out = [f"[{lo:g}, {hi:g})" for lo, hi in zip(self.edges[:-1], self.edges[1:], strict=True)]
         if self.nullable:
-            out.append("<null>")
+            out.append(NULL_MARGINAL_LABEL)
         return tuple(out)
 
 
@@ -394,6 +396,8 @@ def _encode_number(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes
         whole = np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
         offset = np.clip(whole, int(low), int(high) - 1)
         outside = offset != whole
+        if domain.points:  # a value between two declared ones is counted with the one below: clamped too
+            outside |= ~np.isin(whole, np.asarray(domain.edges[:-1], dtype=np.int64))
         if missing is not None:
             outside &= ~missing
         if low:
@@ -409,7 +413,10 @@ def _encode_number(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes
     code = encode_numeric(values, domain).astype(_code_dtype(domain.size))
     # Nulls were filled with the lower bound and NaN compares false: neither counts as clamped.
     above = values >= high if domain.kind == "int" else values > high
-    return code, missing, int(np.count_nonzero(values < low)) + int(np.count_nonzero(above))
+    clamped = int(np.count_nonzero(values < low)) + int(np.count_nonzero(above))
+    if domain.points:  # between two declared values (NaN and nulls, filled with the first, are not)
+        clamped += int(np.count_nonzero((values >= low) & ~above & ~np.isin(values, domain.edges[:-1])))
+    return code, missing, clamped
 
 
 def marginal_key(columns: Sequence[str]) -> str:

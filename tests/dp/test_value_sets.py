@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import yaml
 
-from dprelease.dp.measurement.marginals import Binning, encode_numeric, numeric_domain
+from dprelease.dp.measurement.marginals import Binning, encode_numeric, encode_table, numeric_domain
 from dprelease.dp.synthesis.sampling import OutputColumn, decode
+from dprelease.quality.validation import validate_table
 from dprelease.schemas.model import SchemaError
 from dprelease.schemas.table import load_schema
 
@@ -49,3 +52,18 @@ def test_a_bad_value_set_is_one_line_naming_the_key_and_the_rule(tmp_path, colum
     path = _schema(tmp_path, column)
     with pytest.raises(SchemaError, match=re.escape(message)):
         load_schema(path)
+
+
+@pytest.mark.parametrize("arrow_type", [pa.int64(), pa.float64()], ids=["int-lookup", "float"])
+def test_a_value_between_declared_ones_is_counted_as_clamped_and_fails_the_gate(tmp_path, arrow_type):
+    """3 in {1, 5, 10} was binned with 1 silently: no row counted as clamped, and check passed the table."""
+    column = {"type": "int" if arrow_type == pa.int64() else "float", "min": 0, "max": 10, "values": [1, 5, 10]}
+    schema = load_schema(_schema(tmp_path, column))
+    table = pa.table({"x": pa.array([1, 3, 5, 10, 12, None, 3], arrow_type)})
+    domain = numeric_domain("x", schema.column("x").type, 0, 10, schema.column("x").bins, nullable=True)
+    codes, handling = encode_table(table, [domain], {})
+    assert codes["x"].tolist() == [0, 0, 1, 2, 2, 3, 0] and handling.clamped == {"x": 3}  # 3, 12, 3
+    report = validate_table(table, replace(schema, columns=(replace(schema.column("x"), nullable=True),)))
+    assert report.failed_rules() == ["column 'x': values must be one of the 3 declared values",
+                                     "column 'x': values must be between 0 and 10"]
+    assert [o.unexpected_count for o in report.expectations if not o.success] == [3, 1]

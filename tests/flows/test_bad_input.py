@@ -266,9 +266,27 @@ def test_empty_or_duplicate_categories_are_refused(tmp_path: Path, categories: l
     assert rule in str(info.value)
 
 
+def test_a_nullable_column_may_not_declare_the_label_of_null(tmp_path: Path) -> None:
+    """Its published 1-way read [<null>: 161, a: 162, <null>: 177]: which row was the category, which null?"""
+    column = {"type": "category", "categories": ["<null>", "a"]}
+    assert load_schema(_write(tmp_path / "ok.yaml", {"table": "t", "columns": {"c": column}})).columns[0].categories
+    with pytest.raises(SchemaError) as info:
+        load_schema(_write(tmp_path / "schema.yaml", {"table": "t", "columns": {"c": {**column, "nullable": True}}}))
+    assert str(info.value).endswith("columns.c.categories: declares '<null>', the label of null in a published "
+                                    "marginal: in a nullable column the two would read alike; rename the category")
+
+
 def test_marginal_over_the_cell_limit_is_refused(tmp_path: Path) -> None:
     message = _spec_error(tmp_path, **_wide())
     assert f"the limit is {MAX_CELLS}" in message and "marginal(wide,age)" in message
+
+
+def test_a_cell_count_past_any_limit_is_said_in_a_few_characters(tmp_path: Path) -> None:
+    """Bins of width 1e-300 over [100, 220] once printed a count of 303 digits in the one-line message."""
+    schema = {**SCHEMA, "columns": {**SCHEMA["columns"],
+                                    "height": {"type": "float", "min": 100, "max": 220, "bins": {"width": 1e-300}}}}
+    message = _spec_error(tmp_path, schema=schema)
+    assert message.endswith(f"marginal(height) would have up to more than 10^302 cells; the limit is {MAX_CELLS}")
 
 
 def _wide() -> dict[str, Any]:
@@ -468,7 +486,13 @@ def _awkward_table() -> pa.Table:
     columns["income"][8] = None  # null in a non-null column (no public bounds): dropped
     columns["income"][9] = CANARY_NUMBER  # beyond the search range: clamped to the discovered bound
     columns["secret"] = [f"{CANARY_TEXT}-{i}" for i in range(ROWS)]  # undeclared: ignored
-    return _table(columns)
+    table = _table(columns)
+    for name, row in (("sex", 10), ("colour", 11)):  # text that is not UTF-8: outside the domain, mapped or dropped
+        raw = pa.array([(b"\xff" + CANARY_TEXT.encode()) if i == row else None if v is None else v.encode()
+                        for i, v in enumerate(columns[name])], pa.binary())
+        table = table.set_column(table.column_names.index(name), name,
+                                 pa.Array.from_buffers(pa.string(), len(raw), raw.buffers(), raw.null_count))
+    return table
 
 
 def _charged(ledger_path: Path, release_id: str) -> list[tuple[str, str]]:
@@ -541,8 +565,8 @@ def test_infinities_and_numbers_outside_the_bounds_are_clamped(handled):
 
 @pytest.mark.e2e
 def test_categories_outside_the_domain_are_mapped_or_dropped_as_declared(handled):
-    assert handled["handling"]["mapped_unknown"] == {"sex": 1}
-    assert handled["handling"]["dropped_unknown"] == {"colour": 1}
+    assert handled["handling"]["mapped_unknown"] == {"sex": 2}  # the canary and the text that is not UTF-8
+    assert handled["handling"]["dropped_unknown"] == {"colour": 2}
     synthetic = pq.read_table(handled["target"] / "synthetic" / "people.parquet")
     assert set(synthetic.column("sex").to_pylist()) <= {"F", "M", "other"}
 
@@ -552,7 +576,7 @@ def test_undeclared_columns_are_ignored(handled):
     synthetic = pq.read_table(handled["target"] / "synthetic" / "people.parquet")
     assert synthetic.column_names == list(SCHEMA["columns"])
     assert handled["handling"]["rows_in"] == ROWS
-    assert handled["handling"]["rows_kept"] == ROWS - 4  # the two null rows, the NaN row, the dropped category
+    assert handled["handling"]["rows_kept"] == ROWS - 5  # the two null rows, the NaN row, the dropped categories
 
 
 @pytest.mark.e2e

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -143,6 +144,60 @@ def test_usage_and_schema_errors_exit_2_with_an_error_testcase(tmp_path, capsys)
     with pytest.raises(SystemExit) as info:  # argparse: a missing argument is a usage error
         main(["check", str(SCHEMA)])
     assert info.value.code == 2
+
+
+@pytest.mark.parametrize(("junit", "summary", "said"), [
+    ("data.parquet", None, "--junit data.parquet: is the data"),
+    (None, "schema.yaml", "--summary schema.yaml: is the schema"),
+    ("r.xml", "r.xml", "--junit r.xml: is the --summary report"),
+    ("folder/report.parquet", None, "--junit folder/report.parquet: is inside the data folder"),
+])
+def test_a_report_never_overwrites_an_input(tmp_path, capsys, monkeypatch, junit, summary, said):
+    """``--junit data.parquet`` (a slip of completion) replaced the sensitive table by the report."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(SCHEMA, "schema.yaml")
+    shutil.copy(ADULT / "adult.parquet", "data.parquet")
+    Path("folder").mkdir()
+    shutil.copy(ADULT / "adult.parquet", "folder/part.parquet")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    data = "folder" if junit and junit.startswith("folder") else "data.parquet"
+    options = [*(["--junit", junit] if junit else []), *(["--summary", summary] if summary else [])]
+    code, out = _run(["check", "schema.yaml", data, *options], capsys)
+    assert code == 2 and out.strip() == f"dprelease check: {said}; a report never overwrites an input or another report"
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_rows_it_cannot_read_exit_2_with_both_reports(tmp_path, capsys):
+    """A page whose checksum fails is found only when its rows are read: the gate cannot decide (2), and says why in
+    --junit and --summary alike (the summary was not written)."""
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pq.read_table(ADULT / "adult.parquet"), path, write_page_checksum=True, compression="none")
+    meta = pq.ParquetFile(path).metadata.row_group(0).column(0)  # age
+    data = bytearray(path.read_bytes())
+    data[(meta.dictionary_page_offset + meta.data_page_offset) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    report, summary = tmp_path / "report.xml", tmp_path / "summary.json"
+    code, out = _run(["check", str(SCHEMA), str(path), "--junit", str(report), "--summary", str(summary)], capsys)
+    rule = "bad.parquet: row group 0 cannot be read (OSError)"
+    assert code == 2 and out.strip() == f"dprelease check: {rule}"
+    assert _failures(_cases(report)[1]) == {("input", "must be readable"): rule}
+    assert json.loads(summary.read_text()) == {"schema": str(SCHEMA), "data": "bad.parquet", "passed": False,
+                                               "error": rule}
+
+
+def test_text_that_is_not_utf8_fails_its_rule_like_any_unknown_category(tmp_path, capsys):
+    """One row's malformed bytes are that row's problem (exit 1, the in-set rule), not an unexpected error (was 2)."""
+    table = pq.read_table(ADULT / "adult.parquet")
+    raw = pa.array([(b"\xff" + CANARY_TEXT.encode()) if i == 5 else v.encode()
+                    for i, v in enumerate(table.column("sex").to_pylist())], pa.binary())
+    table = table.set_column(table.column_names.index("sex"), "sex",
+                             pa.Array.from_buffers(pa.string(), len(raw), raw.buffers()))
+    pq.write_table(table, tmp_path / "bad.parquet")
+    code, out = _run(["check", str(SCHEMA), str(tmp_path / "bad.parquet"), "--junit", str(tmp_path / "r.xml")], capsys)
+    rule = "values must be in the 2 declared categories"
+    assert code == 1 and f"column 'sex': {rule}" in out
+    assert list(_failures(_cases(tmp_path / "r.xml")[1])) == [("column sex", rule)]
+    _assert_no_canary(out, (tmp_path / "r.xml").read_bytes())
 
 
 @pytest.mark.e2e

@@ -49,6 +49,18 @@ def test_a_folder_reads_as_its_files_in_name_order(tmp_path):
     assert read_table(tmp_path / "d", ["age", "workclass"]).equals(table.select(["age", "workclass"]))
 
 
+def test_hidden_files_and_a_writers_own_are_not_part_of_a_folder(tmp_path):
+    """A copy from macOS leaves ``._part-0.parquet`` (AppleDouble, not Parquet) beside each file; Spark ``_SUCCESS``."""
+    table = pq.read_table(ADULT / "adult.parquet")
+    files = _split(table, tmp_path / "d")
+    (tmp_path / "d" / "._part-0.parquet").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+    shutil.copy(files[0], tmp_path / "d" / "_part-0.parquet")  # a writer's leftover: its rows are not counted twice
+    for name in (".DS_Store", "_SUCCESS", ".part-0.parquet.crc"):
+        (tmp_path / "d" / name).write_bytes(b"\x00")
+    assert [Path(f).name for f, _ in row_group_refs(tmp_path / "d")][::3] == [f.name for f in files]
+    assert read_table(tmp_path / "d", ["age"]).num_rows == table.num_rows
+
+
 def test_files_that_disagree_in_schema_are_named_with_the_first_differing_column(tmp_path):
     table = pq.read_table(ADULT / "adult.parquet")
     files = _split(table, tmp_path / "d")
@@ -58,11 +70,30 @@ def test_files_that_disagree_in_schema_are_named_with_the_first_differing_column
     pq.write_table(odd, files[1])
     with pytest.raises(InputError) as info:
         dataset_schema(tmp_path / "d")
-    assert "part-1.parquet" in str(info.value) and "'hours-per-week'" in str(info.value)
+    assert "part-1.parquet: column 'hours-per-week' is double where part-0.parquet has int64" in str(info.value)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(InputError, match=r"no \*\.parquet file"):
         check_structure(empty, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda t: t.cast(pa.schema([f.with_nullable(f.name == "age" or f.nullable) for f in t.schema])),
+     "column 'age' is nullable where part-0.parquet has it required (not null)"),
+    (lambda t: t.select([*t.column_names[1:], "age"]), "column 1 is 'workclass' where part-0.parquet has 'age'"),
+    (lambda t: t.drop_columns(["income"]), "column 'income' of part-0.parquet is missing"),
+    (lambda t: t.append_column("extra", pa.nulls(t.num_rows, pa.int8())), "column 'extra' is not in part-0.parquet"),
+    (lambda t: t.append_column("x" * 10_000, pa.nulls(t.num_rows, pa.int8())),
+     f"column {'x' * 128!r}... is not in part-0.parquet"),  # a name written by a program: one line still
+])
+def test_a_folder_file_that_disagrees_is_told_how(tmp_path, change, said):
+    """Files of the same types read "column 'age' does not match" when a writer marked a column required."""
+    files = _split(pq.read_table(ADULT / "adult.parquet"), tmp_path / "d")
+    pq.write_table(change(pq.read_table(files[2])), files[2])
+    with pytest.raises(InputError) as info:
+        dataset_schema(tmp_path / "d")
+    rule = "every file of a dataset folder must have the same Arrow schema"
+    assert str(info.value) == f"d/part-2.parquet: {said} ({rule})"
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from dprelease.flows.release import release
 from tests.steward import steward_of
@@ -62,3 +63,26 @@ def test_columns_full_of_labels_outside_their_domain_publish_in_bounded_memory(p
     utility = steward_of(target) / "utility.json"
     assert utility.is_file(), "the internal evaluation ran and wrote its utility report"
     assert json.loads(utility.read_text())["tvd1"] > 0
+
+
+@pytest.mark.e2e
+def test_marginals_of_columns_whose_names_join_alike_are_all_published(prefect_harness, tmp_path):
+    """The 1-way of ``a__b`` and the 2-way of ``a`` and ``b`` (and ``A``'s 1-way beside ``a``'s) are separate files."""
+    folder = tmp_path / "example"
+    folder.mkdir()
+    names = ["a", "b", "a__b", "A"]
+    category = {"type": "category", "categories": ["x", "y"]}
+    schema = {"table": "t", "columns": {name: category for name in names}}
+    spec = {"dataset": "joined-names", "schema": "schema.yaml", "data": "t.parquet",
+            "budget": {"epsilon": 1, "delta": 1e-9}, "lifetime_budget": {"epsilon": 1, "delta": 1e-9},
+            "allocation": {"one_way": 0.5, "two_way": 0.5}, "two_way": [["a", "b"]]}
+    (folder / "schema.yaml").write_text(yaml.safe_dump(schema), encoding="utf-8")
+    (folder / "release.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    pq.write_table(pa.table({name: [("x", "y")[(i >> k) % 2] for i in range(400)]
+                             for k, name in enumerate(names)}), folder / "t.parquet")
+    target = Path(release(spec=str(folder / "release.yaml"), out=str(tmp_path / "out"),
+                          ledger=str(tmp_path / "ledger.sqlite"), release_id="joined"))
+    listed = [f["path"] for f in json.loads((target / "manifest.json").read_text())["files"]]
+    marginals = sorted(tuple(pq.read_schema(target / path).names[:-1]) for path in listed
+                       if path.startswith("marginals/"))
+    assert marginals == [("A",), ("a",), ("a", "b"), ("a__b",), ("b",)]

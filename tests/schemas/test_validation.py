@@ -175,6 +175,19 @@ def test_out_of_domain_category_fails():
     assert report.failed_rules() == ["column 'sex': values must be in the 2 declared categories"]
 
 
+def test_a_category_written_in_another_normal_form_passes_as_it_is_counted(monkeypatch):
+    """An NFD café is counted as the category café (README): check failed it as outside the declared categories."""
+    import dprelease.quality.validation as validation
+
+    schema = TableSchema("places", (Column("place", "category", categories=("caf\u00e9", "x")),))
+    table = pa.table({"place": pa.array(["caf\u00e9", "cafe\u0301", "cafe", "cafe\u0301"] * 3)})
+    report = validate_table(table, schema)
+    assert report.failed_rules() == ["column 'place': values must be in the 2 declared categories"]
+    assert _failed(report)["place", "expect_column_values_to_be_in_set"].unexpected_count == 3  # "cafe" alone
+    monkeypatch.setattr(validation, "_fast_array", lambda chunked, column: None)
+    assert validate_table(table, schema) == report
+
+
 def test_out_of_bounds_numbers_fail():
     report = validate_table(_good(age=pa.array([16, 35, 91]), hours=pa.array([0.0, 99.75, 1.0])), SCHEMA)
     failed = _failed(report)
