@@ -61,8 +61,12 @@ from dprelease.tasks.ingest import read_table
 
 
 def _values(column: pa.ChunkedArray) -> np.ndarray[Any, np.dtype[np.float64]]:
-    """The column as floats, null as NaN (dropped by the grid's encoding)."""
-    return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    """The column as floats, null as NaN (dropped by the grid's encoding).
+
+    The cast is unchecked: an integer beyond ±2^53 becomes the nearest double instead of an error that
+    would fail the release on one row's value (it is clipped to bounds within ±2^53 in any case).
+    """
+    return np.asarray(pc.cast(column, pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _estimate(estimate: Estimate, mechanism: str, budget: Budget) -> dict[str, object]:
