@@ -364,5 +364,7 @@ def quantile_intervals(released: NoisyQuantiles, count: float, level: float = 0.
         high_point = points[min(int(np.searchsorted(cdf, 1 - tail)), grid.points - 1)]
         low = value - (float(high_point) - truth)
         high = value - (float(low_point) - truth)
-        out.append((max(low, grid.bounds.lower), min(high, grid.bounds.upper)))
+        # Where the law is lopsided around the plug-in's quantile (a spike, an empty group, a count far off),
+        # the shifted interval can miss the released value, or leave the bounds: it is widened to hold both.
+        out.append((max(min(low, value), grid.bounds.lower), min(max(high, value), grid.bounds.upper)))
     return out

@@ -173,3 +173,22 @@ def test_intervals_contain_the_release_and_respect_the_bounds(ledger):
                                  context, column="x", uniform=SeededSelection(4))
     for (low, high), value in zip(quantile_intervals(released, 500), released.values, strict=True):
         assert 0 <= low <= value <= high <= 10
+
+
+FINE = Grid(ClipBounds(0, 100))  # the release's grid: 2049 points
+
+
+@pytest.mark.parametrize(("values", "count"), [
+    ([42.0] * 2000, 1955),  # a spike: the whole law on one grid point
+    ([], -19),  # an empty group: the released values are noise
+    (list(np.linspace(0, 100, 2000)), 3),  # a noisy count far from the rows
+    ([0.0] * 1000 + [100.0] * 1000, 2000),  # all rows at the bounds
+])
+def test_hostile_intervals_are_ordered_hold_the_release_and_stay_in_the_bounds(ledger, values, count):
+    for seed in range(8):
+        context = ReleaseContext(ledger, "r1", "pure", SeededSelection(seed))
+        mechanisms = quantile_mechanisms(FINE, [0.1, 0.5, 0.9], PureBudget(Fraction(1, 20)))
+        released = measure_quantiles(values, mechanisms, context, column=f"x{seed}-{len(values)}-{count}",
+                                     uniform=SeededSelection(seed))
+        for (low, high), value in zip(quantile_intervals(released, max(1.0, count)), released.values, strict=True):
+            assert 0 <= low <= value <= high <= 100
