@@ -92,6 +92,11 @@ def _clip_bounds(planned: PlannedStatistics, bounds: list[DiscoveredBounds]) -> 
     return ClipBounds.from_discovered(found)
 
 
+def _differ(moment_bounds: dict[str, object], clip: ClipBounds) -> bool:
+    """Whether the moments' bounds (chosen for a mean without public bounds) are not the quantiles' (both ``svt``)."""
+    return (moment_bounds["lower"], moment_bounds["upper"]) != (clip.lower, clip.upper)
+
+
 def _moments_plan(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], clip: ClipBounds,
                   context: ReleaseContext, records: list[MeasurementRecord], contributions: int,
                   search_range: tuple[float, float] | None
@@ -175,7 +180,7 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
         "bounds": moment_bounds,
         "estimates": rows,
     }
-    if planned.quantiles and moment_bounds["source"] != clip.source:
+    if planned.quantiles and _differ(moment_bounds, clip):
         out["quantile_bounds"] = {"lower": clip.lower, "upper": clip.upper, "source": clip.source}
     if planned.quantiles and planned.method != "exponential":
         assert isinstance(planned.quantiles_budget, ZCDPBudget)  # the spec allows ptr and smooth under zCDP only
@@ -245,7 +250,7 @@ def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.f
                                                                        strict=True)]
         out_groups.append(entry)
     out: dict[str, object] = {"column": planned.column, "by": planned.by, "bounds": moment_bounds, "groups": out_groups}
-    if planned.quantiles and moment_bounds["source"] != clip.source:
+    if planned.quantiles and _differ(moment_bounds, clip):
         out["quantile_bounds"] = {"lower": clip.lower, "upper": clip.upper, "source": clip.source}
     return out
 

@@ -21,7 +21,8 @@ from tests.steward import steward_of
 ALLOCATION = {"bounds": 0.05, "one_way": 0.35, "selection": 0.04, "cliques": 0.41, "hierarchy": 0.05, "stats": 0.10}
 STATS = [
     {"column": "age", "statistics": ["count", "mean", "std", "median", "quantiles"], "quantiles": [0.1, 0.9]},
-    {"column": "capital-gain", "statistics": ["mean"]},  # no public bounds: chosen for the mean (dp.statistics.means)
+    # no public bounds: chosen for the mean (dp.statistics.means); the median on the bounds stage's
+    {"column": "capital-gain", "statistics": ["mean", "median"]},
 ]
 SLOPE = {"sample_and_aggregate": "slope", "x": "age", "y": "hours-per-week", "chunks": 1000, "range": [-1, 1]}
 
@@ -32,7 +33,7 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
     assert [float(q) for q in age.quantiles] == [0.1, 0.5, 0.9]
     assert age.moments_budget.amount + age.quantiles_budget.amount <= plan.stages["stats"].amount / 2
     assert (age.lower, age.upper) != (None, None) and (gain.lower, gain.upper) == (None, None)
-    assert gain.quantiles_budget is None and gain.statistics == ("count", "mean")
+    assert gain.quantiles_budget is not None and gain.statistics == ("count", "mean", "median")
     assert any(line.strip().startswith("stats: age") for line in plan.lines())
 
 
@@ -98,6 +99,10 @@ def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path)
     assert {c.query for c in stats} >= {"count(age)", "sum(age)", "sum_of_squares(age)", "count(capital-gain)",
                                         "upper bound of capital-gain (mean)", "centre of capital-gain (mean)"}
     assert gain["bounds"]["lower"] <= gain["bounds"]["offset"] <= gain["bounds"]["upper"]
+    # the median's bounds are the bounds stage's, not the mean's: published beside them, and on its row
+    audit_bounds = json.loads((target / "audit.json").read_text())["private_choices"]["discovered_bounds"]
+    assert gain["quantile_bounds"] == {**{k: audit_bounds["capital-gain"][k] for k in ("lower", "upper")},
+                                       "source": "svt"} != {k: gain["bounds"][k] for k in ("lower", "upper", "source")}
     audit = json.loads((target / "audit.json").read_text())
     assert any(m["stage"] == "stats" for m in audit["measurements"])
     # The same figures as a table, in the audit (with a chart) and, beside the truth, in the steward's report.
@@ -105,6 +110,8 @@ def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path)
     table = pq.read_table(target / "statistics" / "statistics.parquet").to_pylist()
     assert [(r["subject"], r["statistic"]) for r in table][:3] == [("age", "count"), ("age", "mean"), ("age", "std")]
     assert table[1]["estimate"] == mean["estimate"] and table[1]["bounds"] == age_bounds_text(age)
+    (gain_median,) = [r for r in table if r["subject"] == "capital-gain" and r["statistic"] == "quantile"]
+    assert gain_median["bounds"] == age_bounds_text({"bounds": gain["quantile_bounds"]})
     assert [r["subject"] for r in audit["statistics"]] == [r["subject"] for r in table]
     assert "## Summary statistics" in (target / "audit.md").read_text()
     assert 'id="statistics"' in (target / "audit.html").read_text()
