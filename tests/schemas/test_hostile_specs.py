@@ -142,6 +142,18 @@ def test_a_tiny_epsilon_is_refused_at_plan_time_in_milliseconds(tmp_path):
     assert time.monotonic() - start < 10  # a blow-up, not a speed target: the refusal takes milliseconds
 
 
+@pytest.mark.parametrize("entry", [
+    {"column": "age", "statistics": ["mean", "median"]},
+    {"sample_and_aggregate": "slope", "x": "age", "y": "hours-per-week", "chunks": 100, "range": [-1, 1]},
+])
+def test_a_tiny_stats_share_is_refused_at_plan_time_like_any_measurement(tmp_path, entry):
+    allocation = {"bounds": 0.05, "one_way": 0.39, "selection": 0.04, "cliques": 0.46, "hierarchy": 0.05,
+                  "stats": 1e-14}
+    spec = load_spec(_example(tmp_path, allocation=allocation, stats=[entry]))
+    with pytest.raises(SchemaError, match=r"stats\(.*\) would get noise of scale"):
+        plan_release(spec, "r", 0)
+
+
 def test_shares_below_1_spend_only_that_fraction(tmp_path):
     full = plan_release(load_spec(_example(tmp_path)), "r", 0)
     doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
