@@ -29,7 +29,7 @@ from dprelease.schemas.model import (
     TableSchema,
     _fail,
 )
-from dprelease.schemas.reading import _keys, _load_yaml, _local, _resolve
+from dprelease.schemas.reading import MAX_NUMBER, _keys, _load_yaml, _local, _resolve
 from dprelease.schemas.table import load_schema
 
 MAX_EPSILON = 100.0
@@ -335,8 +335,10 @@ def _aggregate(loc: str, item: dict[str, Any], schema: TableSchema) -> Aggregate
         raise _fail(f"{loc}.chunks", f"must be a whole number from 2 to {MAX_CHUNKS}")
     bounds = item["range"]
     if (not isinstance(bounds, list) or len(bounds) != 2
-            or not all(not isinstance(b, bool) and isinstance(b, int | float) and math.isfinite(b) for b in bounds)):
-        raise _fail(f"{loc}.range", "must be [low, high]: two finite numbers, the public range of the function's value")
+            or not all(not isinstance(b, bool) and isinstance(b, int | float) and abs(b) <= MAX_NUMBER
+                       for b in bounds)):
+        raise _fail(f"{loc}.range", "must be [low, high]: two finite numbers within ±2^53, the public range of the "
+                    "function's value")
     if not bounds[0] < bounds[1]:
         raise _fail(f"{loc}.range", "must have low < high")
     return AggregateRequest(function, item["x"], item["y"], chunks, float(bounds[0]), float(bounds[1]))

@@ -55,6 +55,7 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
         ([{**SLOPE, "y": "age"}], r"stats\[0\]\.y: must differ from x"),
         ([{**SLOPE, "range": [1, 1]}], r"stats\[0\]\.range: must have low < high"),
         ([{**SLOPE, "range": [0, float("inf")]}], r"stats\[0\]\.range: must be \[low, high\]: two finite"),
+        ([{**SLOPE, "range": [-1e308, 1e308]}], r"stats\[0\]\.range: must be \[low, high\]: two finite numbers within"),
         ([{**SLOPE, "chunks": 1}], r"stats\[0\]\.chunks: must be a whole number from 2 to"),
         ([{**SLOPE, "column": "age"}], r"stats\[0\]\.column: is not a key of a sample_and_aggregate entry"),
         ([{k: v for k, v in SLOPE.items() if k != "chunks"}], r"stats\[0\]: missing required key 'chunks'"),
@@ -63,6 +64,12 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
 def test_a_bad_stats_section_is_one_line_naming_the_key_and_the_rule(tmp_path, stats, message):
     with pytest.raises(SchemaError, match=message):
         load_spec(adult_example(tmp_path, allocation=ALLOCATION, stats=stats))
+
+
+def test_a_range_too_narrow_for_the_grid_is_refused_when_planned(tmp_path):
+    spec = load_spec(adult_example(tmp_path, allocation=ALLOCATION, stats=[{**SLOPE, "range": [0, 5e-324]}]))
+    with pytest.raises(SchemaError, match=r"sample_and_aggregate slope\(hours-per-week ~ age\).*too close"):
+        plan_release(spec, "r", 1)
 
 
 def test_stats_and_their_share_go_together(tmp_path):
