@@ -270,6 +270,8 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition
         unknown = [w for w in wanted if w not in STATISTICS]
         if unknown:
             raise _fail(f"{loc}.statistics", f"({unknown[0]!r}) must be one of {', '.join(STATISTICS)}")
+        if len(set(wanted)) != len(wanted):
+            raise _fail(f"{loc}.statistics", f"({next(w for w in wanted if wanted.count(w) > 1)!r}) is listed twice")
         levels: list[Fraction] = []
         raw_levels = item.get("quantiles")
         if ("quantiles" in wanted) != (raw_levels is not None):
@@ -280,6 +282,8 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition
             for level in raw_levels:
                 if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
                     raise _fail(f"{loc}.quantiles", f"({level!r}) must be a number strictly between 0 and 1")
+                if Fraction(repr(float(level))) in levels:
+                    raise _fail(f"{loc}.quantiles", f"({level!r}) is listed twice")
                 levels.append(Fraction(repr(float(level))))
         if "median" in wanted:
             levels.append(Fraction(1, 2))
