@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -282,9 +283,10 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition
             for level in raw_levels:
                 if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
                     raise _fail(f"{loc}.quantiles", f"({level!r}) must be a number strictly between 0 and 1")
-                if Fraction(repr(float(level))) in levels:
-                    raise _fail(f"{loc}.quantiles", f"({level!r}) is listed twice")
                 levels.append(Fraction(repr(float(level))))
+            if len(set(levels)) != len(levels):  # a set: a list of many levels is checked in linear time
+                raise _fail(f"{loc}.quantiles", f"({float(next(q for q, n in Counter(levels).items() if n > 1)):g}) "
+                            "is listed twice")
         if "median" in wanted:
             levels.append(Fraction(1, 2))
         levels = sorted(set(levels))
