@@ -330,7 +330,8 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     if cliques is not None:
         budgets.append(("each clique", cliques.clique_budget))
     statistics, aggregates = _plan_statistics(spec, stages)
-    budgets += [(f"stats({p.column})", b) for p in statistics for b in (p.moments_budget, p.quantiles_budget) if b]
+    budgets += [(f"stats({p.column})", b) for p in statistics  # each quantile level gets its own share
+                for b in (p.moments_budget, p.quantiles_budget and _share(p.quantiles_budget, len(p.quantiles))) if b]
     budgets += [(f"stats({a.request.name})", a.budget) for a in aggregates]
     for query, budget in budgets:
         scale = noise_scale(budget, sensitivity)
