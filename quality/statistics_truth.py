@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dprelease.dp.statistics.aggregate import REGISTERED
 
@@ -44,7 +45,9 @@ class _Row(Protocol):
 
 
 def _floats(table: pa.Table, column: str) -> FloatArray:
-    return np.asarray(table.column(column).cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    # unchecked: an integer beyond ±2^53 becomes the nearest double, as in the measurement (tasks/stats.py)
+    return np.asarray(pc.cast(table.column(column), pa.float64(), safe=False).to_numpy(zero_copy_only=False),
+                      dtype=np.float64)
 
 
 def _moment(values: FloatArray, statistic: str, level: float | None) -> float | None:

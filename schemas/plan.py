@@ -330,13 +330,16 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     budgets += [(f"quantile bins({q.column})", q.group_budget) for q in quantile_bins]
     if cliques is not None:
         budgets.append(("each clique", cliques.clique_budget))
+    statistics, aggregates = _plan_statistics(spec, stages)
+    budgets += [(f"stats({p.column})", b) for p in statistics  # each quantile level gets its own share
+                for b in (p.moments_budget, p.quantiles_budget and _share(p.quantiles_budget, len(p.quantiles))) if b]
+    budgets += [(f"stats({a.request.name})", a.budget) for a in aggregates]
     for query, budget in budgets:
         scale = noise_scale(budget, sensitivity)
         if scale > MAX_NOISE_SCALE:
             raise SchemaError(f"{where}: budget: {query} would get noise of scale {scale:.3g} (limit "
                               f"{MAX_NOISE_SCALE:g}): the budget is too small for this plan; raise epsilon or "
                               "measure less")
-    statistics, aggregates = _plan_statistics(spec, stages)
     return ReleasePlan(
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=bounds,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from dprelease.schemas.model import (
     TableSchema,
     _fail,
 )
-from dprelease.schemas.reading import _keys, _load_yaml, _local, _resolve
+from dprelease.schemas.reading import MAX_NUMBER, _keys, _load_yaml, _local, _resolve
 from dprelease.schemas.table import load_schema
 
 MAX_EPSILON = 100.0
@@ -270,6 +271,8 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition
         unknown = [w for w in wanted if w not in STATISTICS]
         if unknown:
             raise _fail(f"{loc}.statistics", f"({unknown[0]!r}) must be one of {', '.join(STATISTICS)}")
+        if len(set(wanted)) != len(wanted):
+            raise _fail(f"{loc}.statistics", f"({next(w for w in wanted if wanted.count(w) > 1)!r}) is listed twice")
         levels: list[Fraction] = []
         raw_levels = item.get("quantiles")
         if ("quantiles" in wanted) != (raw_levels is not None):
@@ -281,6 +284,9 @@ def _stats(where: str, raw: Any, schema: TableSchema, definition: Definition
                 if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
                     raise _fail(f"{loc}.quantiles", f"({level!r}) must be a number strictly between 0 and 1")
                 levels.append(Fraction(repr(float(level))))
+            if len(set(levels)) != len(levels):  # a set: a list of many levels is checked in linear time
+                raise _fail(f"{loc}.quantiles", f"({float(next(q for q, n in Counter(levels).items() if n > 1)):g}) "
+                            "is listed twice")
         if "median" in wanted:
             levels.append(Fraction(1, 2))
         levels = sorted(set(levels))
@@ -335,8 +341,10 @@ def _aggregate(loc: str, item: dict[str, Any], schema: TableSchema) -> Aggregate
         raise _fail(f"{loc}.chunks", f"must be a whole number from 2 to {MAX_CHUNKS}")
     bounds = item["range"]
     if (not isinstance(bounds, list) or len(bounds) != 2
-            or not all(not isinstance(b, bool) and isinstance(b, int | float) and math.isfinite(b) for b in bounds)):
-        raise _fail(f"{loc}.range", "must be [low, high]: two finite numbers, the public range of the function's value")
+            or not all(not isinstance(b, bool) and isinstance(b, int | float) and abs(b) <= MAX_NUMBER
+                       for b in bounds)):
+        raise _fail(f"{loc}.range", "must be [low, high]: two finite numbers within ±2^53, the public range of the "
+                    "function's value")
     if not bounds[0] < bounds[1]:
         raise _fail(f"{loc}.range", "must have low < high")
     return AggregateRequest(function, item["x"], item["y"], chunks, float(bounds[0]), float(bounds[1]))

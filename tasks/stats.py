@@ -28,11 +28,11 @@ from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.measurement.contributions import bound_contributions
-from dprelease.dp.mechanisms.random import secure_noise
+from dprelease.dp.mechanisms.random import IntArray, secure_noise
 from dprelease.dp.statistics.aggregate import measure_aggregate
 from dprelease.dp.statistics.bias import BIAS_SHARE, BiasMechanism, NoisyBias, measure_bias
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
-from dprelease.dp.statistics.groups import GroupedQuantile, group_codes, measure_group_quantiles
+from dprelease.dp.statistics.groups import GroupedQuantile, group_codes, group_index, measure_group_quantiles
 from dprelease.dp.statistics.means import mean_weights, select_mean_bounds, split_mean_budget
 from dprelease.dp.statistics.medians import measure_median
 from dprelease.dp.statistics.moments import (
@@ -61,8 +61,12 @@ from dprelease.tasks.ingest import read_table
 
 
 def _values(column: pa.ChunkedArray) -> np.ndarray[Any, np.dtype[np.float64]]:
-    """The column as floats, null as NaN (dropped by the grid's encoding)."""
-    return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    """The column as floats, null as NaN (dropped by the grid's encoding).
+
+    The cast is unchecked: an integer beyond ±2^53 becomes the nearest double instead of an error that
+    would fail the release on one row's value (it is clipped to bounds within ±2^53 in any case).
+    """
+    return np.asarray(pc.cast(column, pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _estimate(estimate: Estimate, mechanism: str, budget: Budget) -> dict[str, object]:
@@ -86,6 +90,11 @@ def _clip_bounds(planned: PlannedStatistics, bounds: list[DiscoveredBounds]) -> 
         return ClipBounds(planned.lower, planned.upper, "public")
     found = next(b for b in bounds if b.column == planned.column)  # the plan asks for them (bounds stage)
     return ClipBounds.from_discovered(found)
+
+
+def _differ(moment_bounds: dict[str, object], clip: ClipBounds) -> bool:
+    """Whether the moments' bounds (chosen for a mean without public bounds) are not the quantiles' (both ``svt``)."""
+    return (moment_bounds["lower"], moment_bounds["upper"]) != (clip.lower, clip.upper)
 
 
 def _moments_plan(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], clip: ClipBounds,
@@ -171,7 +180,7 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
         "bounds": moment_bounds,
         "estimates": rows,
     }
-    if planned.quantiles and moment_bounds["source"] != clip.source:
+    if planned.quantiles and _differ(moment_bounds, clip):
         out["quantile_bounds"] = {"lower": clip.lower, "upper": clip.upper, "source": clip.source}
     if planned.quantiles and planned.method != "exponential":
         assert isinstance(planned.quantiles_budget, ZCDPBudget)  # the spec allows ptr and smooth under zCDP only
@@ -194,16 +203,17 @@ def _one_column(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.
     return out
 
 
-def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], by: pa.ChunkedArray,
+def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.float64]], groups: IntArray,
                clip: ClipBounds, context: ReleaseContext, seed: int,
                records: list[MeasurementRecord], contributions: int,
                search_range: tuple[float, float] | None = None) -> dict[str, object]:
-    """The statistics of each group of ``planned.by`` (parallel composition: one charge per query)."""
+    """The statistics of each group of ``planned.by`` (parallel composition: one charge per query).
+
+    ``groups``: each row's group (:func:`dp.statistics.groups.group_index`), -1 for rows in none.
+    """
     grid = Grid(clip)
     wanted = set(planned.statistics)
     assert planned.by is not None
-    index = pc.index_in(pc.cast(by, pa.string()), value_set=pa.array(planned.groups, type=pa.string()))
-    groups = np.asarray(index.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
     # Without public bounds, one selection of bounds and offset over the whole column (all groups), then per group.
     plan, moment_bounds, _ = _moments_plan(planned, values, clip, context, records, contributions, search_range)
     moments = measure_moments_by_group(values, groups, planned.groups, plan, context, column=planned.column,
@@ -241,7 +251,7 @@ def _by_groups(planned: PlannedStatistics, values: np.ndarray[Any, np.dtype[np.f
                                                                        strict=True)]
         out_groups.append(entry)
     out: dict[str, object] = {"column": planned.column, "by": planned.by, "bounds": moment_bounds, "groups": out_groups}
-    if planned.quantiles and moment_bounds["source"] != clip.source:
+    if planned.quantiles and _differ(moment_bounds, clip):
         out["quantile_bounds"] = {"lower": clip.lower, "upper": clip.upper, "source": clip.source}
     return out
 
@@ -290,7 +300,9 @@ def measure_statistics(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger
             values, clip = _values(table.column(planned.column)), _clip_bounds(planned, bounds)
             search_range = spec.schema.column(planned.column).search_range
             if planned.by is not None:
-                results.append(_by_groups(planned, values, table.column(planned.by), clip, context, plan.seed, records,
+                by = spec.schema.column(planned.by)
+                groups = group_index(table.column(by.name), planned.groups, by.on_unknown)
+                results.append(_by_groups(planned, values, groups, clip, context, plan.seed, records,
                                           contributions, search_range))
             else:
                 results.append(_one_column(planned, values, clip, context, plan.seed, records, contributions,

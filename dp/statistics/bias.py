@@ -244,9 +244,10 @@ class NoisyBias:
         w_lo, w_hi = self.mechanism.cap
         if statistic == "mean":
             bias, sims_bias = bias_sum / n, sims_b / sims_n
-            clipped, sims_clipped = float(clipped_mean(grid, [n], [s])[0]), clipped_mean(grid, sims_n, sims_s)
+            clipped = float(clipped_mean(grid, [n], [s])[0])
             corrected = float(np.clip(clipped + bias, w_lo, w_hi))
-            sims_corrected = np.clip(sims_clipped + sims_bias, w_lo, w_hi)
+            # unclipped replicates, as NoisyMoments.mean's: one on a cap keeps its spread (the interval is clipped)
+            sims_corrected = grid.centre + grid.step * sims_s / sims_n + sims_bias
         else:
             raw_n, raw_s = float(moments.noisy["count"][0]), float(moments.noisy["sum"][0])
             bias, sims_bias = bias_sum, sims_b

@@ -70,6 +70,8 @@ class ClipBounds:
             object.__setattr__(self, name, float(value))
         if not self.lower < self.upper:
             raise ParameterError(f"ClipBounds: lower ({self.lower:g}) must be below upper ({self.upper:g})")
+        if not math.isfinite(self.upper - self.lower):
+            raise ParameterError(f"ClipBounds: the width of [{self.lower:g}, {self.upper:g}] must be a finite number")
         if self.source not in ("public", "svt"):
             raise ParameterError(f"ClipBounds: source ({self.source!r}) must be 'public' or 'svt'")
 
@@ -148,6 +150,9 @@ class Grid:
             if not self.bounds.lower <= offset <= self.bounds.upper:
                 raise ParameterError(f"Grid: offset ({offset:g}) must lie within the bounds")
             object.__setattr__(self, "offset", offset)
+        if not self.step > 0:  # bounds a few subnormals apart: every value would encode as NaN
+            raise ParameterError(f"Grid: the bounds [{self.bounds.lower:g}, {self.bounds.upper:g}] are too close for "
+                                 f"{self.points} grid points")
 
     @property
     def centre(self) -> float:

@@ -231,7 +231,9 @@ class NoisyMoments:
         n, s, _ = self._plug_in()
         sims = self._replicates(("count", "sum"))
         estimate = float(self._mean(np.array([n]), np.array([s]))[0])
-        replicates = self._mean(np.maximum(sims["count"], 1.0), sims["sum"])
+        # Replicates unclipped: noise that pushed the estimate onto a bound has a spread on both sides of it;
+        # clipped, every replicate beyond the bound would sit on it and the interval collapse to the bound.
+        replicates = self.grid.centre + self.grid.step * sims["sum"] / np.maximum(sims["count"], 1.0)
         low, high = basic_interval(estimate, replicates)
         lower, upper = self.grid.bounds.lower, self.grid.bounds.upper
         return Estimate("mean", estimate, max(low, lower), min(high, upper), "simulation")

@@ -147,8 +147,13 @@ class PTRMedian:
         object.__setattr__(self, "_release", DiscreteLaplace(self.bound_codes(), self.release_budget))
 
     def bound_codes(self) -> int:
-        """The proposed bound in grid steps, rounded up exactly (at least 1); the test and the release both use it."""
-        return max(1, math.ceil(Fraction(self.proposed_bound) / Fraction(self.grid.step)))
+        """The proposed bound in grid steps, rounded up exactly (at least 1); the test and the release both use it.
+
+        At most M = 2H, the grid's span: no A(k) exceeds M, so any larger bound gives the same γ, and M bounds
+        the median's sensitivity on the grid outright (a bound of 1e308 would otherwise overflow the scale).
+        """
+        steps = math.ceil(Fraction(self.proposed_bound) / Fraction(self.grid.step))
+        return min(2 * self.grid.half_steps, max(1, steps))
 
     def threshold(self) -> int:
         """T: the test passes when γ̂ > T."""

@@ -144,8 +144,13 @@ def interval_scores(codes: IntArray, quantile: Fraction, *, scale: float, grid: 
     # u = -dist(q n, [low, high]), exactly in rationals (numerators over q's denominator), then as a double.
     target = quantile.numerator * n
     den = quantile.denominator
-    gap = np.maximum(np.maximum(low * den - target, target - high * den), 0)
-    utility = -gap / den
+    # A level written with many digits (1e-300, 0.9999999999999999) has a large denominator: past int64, the
+    # products are Python integers (at most 2·(2H + 1) + 1 runs), still exact.
+    ranks: tuple[npt.NDArray[np.int64] | npt.NDArray[np.object_], ...] = (low, high)
+    if den * (n + 1) >= 2**62:
+        ranks = (low.astype(object), high.astype(object))
+    gap = np.maximum(np.maximum(ranks[0] * den - target, target - ranks[1] * den), 0)
+    utility = np.asarray(-gap / den, dtype=np.float64)
     scores = utility + scale * np.log(np.where(keep, widths, 1).astype(np.float64))
     return Runs(starts[keep], widths[keep], low[keep], high[keep], np.asarray(scores[keep], dtype=np.float64))
 
@@ -359,5 +364,7 @@ def quantile_intervals(released: NoisyQuantiles, count: float, level: float = 0.
         high_point = points[min(int(np.searchsorted(cdf, 1 - tail)), grid.points - 1)]
         low = value - (float(high_point) - truth)
         high = value - (float(low_point) - truth)
-        out.append((max(low, grid.bounds.lower), min(high, grid.bounds.upper)))
+        # Where the law is lopsided around the plug-in's quantile (a spike, an empty group, a count far off),
+        # the shifted interval can miss the released value, or leave the bounds: it is widened to hold both.
+        out.append((max(min(low, value), grid.bounds.lower), min(max(high, value), grid.bounds.upper)))
     return out

@@ -119,3 +119,20 @@ def test_the_svt_path_moves_its_share_from_the_sum(ledger):
     assert bias.mechanism.grid == found.grid() == moments.grid
     split = split_mean_budget(ZCDPBudget(Fraction(1, 2)), clipping_bias=True)
     assert sum(s.rho for s in split.values()) == Fraction(1, 2)
+
+
+def test_a_corrected_mean_on_its_cap_keeps_the_inside_of_its_interval(ledger):
+    """Every row beyond the cap 27.5, noisy answers: a corrected mean on the cap had the interval [27.5, 27.5]."""
+    values = np.full(2_000, 1_000.0)
+    moments_plan = MomentsMechanism(GRID, PureBudget(Fraction(1, 50)), MEAN_WEIGHTS)
+    bias_plan = BiasMechanism.around(GRID, (0.0, 1e6), PureBudget(Fraction(1, 50)), factor=Fraction(1, 2))
+    on_cap = 0
+    for seed in range(16):
+        context = ReleaseContext(ledger, "r1", "pure", SeededNoise(seed))
+        moments = measure_moments(values, moments_plan, context, column=f"x{seed}", seed=seed)
+        report = measure_bias(values, bias_plan, context, column=f"x{seed}", seed=seed).report(moments)
+        assert report.corrected_low <= report.corrected <= report.corrected_high <= bias_plan.cap[1]
+        if report.corrected == bias_plan.cap[1]:
+            on_cap += 1
+            assert report.corrected_low < report.corrected - 0.1
+    assert on_cap >= 3

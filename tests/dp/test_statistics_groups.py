@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from fractions import Fraction
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget
@@ -19,6 +21,7 @@ from dprelease.dp.statistics.groups import (
     decimals_of,
     grid_value,
     group_codes,
+    group_index,
     measure_group_quantiles,
     quantile_edges,
     resolution_grid,
@@ -139,3 +142,13 @@ def test_quantile_bins_must_be_a_power_of_two(ledger):
         quantile_edges(np.zeros(3), grid, 6, PureBudget(Fraction(1)), ReleaseContext(ledger, "r1", "pure",
                        SeededSelection(0)), column="x", kind="int", upper=10)
     assert ledger.charges(release_id="r1") == []
+
+
+def test_rows_join_their_group_as_the_marginals_count_them():
+    """NFD labels, integer codes, dictionary columns and on_unknown mappings, as dp.measurement.marginals does."""
+    nfd = unicodedata.normalize("NFD", "Réunion")
+    labels = pa.chunked_array([["Réunion", nfd, "Male", None, "other"], [nfd]])
+    assert group_index(labels, ["Male", "Réunion"]).tolist() == [1, 1, 0, -1, -1, 1]
+    assert group_index(labels, ["Male", "Réunion"], on_unknown="Male").tolist() == [1, 1, 0, -1, 0, 1]
+    assert group_index(pa.chunked_array([pa.array([7, 8, None, 9], pa.int16())]), ["7", "9"]).tolist() == [0, -1, -1, 1]
+    assert group_index(pa.chunked_array([pa.array([nfd, "x"]).dictionary_encode()]), ["Réunion"]).tolist() == [0, -1]

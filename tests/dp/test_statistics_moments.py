@@ -143,6 +143,20 @@ def test_estimates_lie_in_their_feasible_ranges_and_intervals_contain_them(conte
     assert 0 <= noisy.std().low <= noisy.std().high <= 5
 
 
+def test_a_mean_the_noise_put_on_a_bound_keeps_the_inside_of_its_interval(context):
+    """Rows at 9.9 on [0, 10], noise of about 1 on the mean: half the runs publish 10, whose interval held only 10."""
+    m = MomentsMechanism(Grid(ClipBounds(0, 10)), PureBudget(Fraction(1, 100)), weights=MEAN_WEIGHTS)
+    on_bound = 0
+    for seed in range(12):
+        run = dataclasses.replace(context, noise=SeededNoise(seed))
+        mean = measure_moments(np.full(1000, 9.9), m, run, column=f"x{seed}", seed=seed).mean()
+        assert 0 <= mean.low <= mean.estimate <= mean.high <= 10
+        if mean.estimate == 10:
+            on_bound += 1
+            assert mean.low < 9.5  # the inside: the noise's spread, not a point on the bound
+    assert on_bound >= 3
+
+
 def test_intervals_are_reproducible_from_the_public_seed(context):
     m = MomentsMechanism(Grid(ClipBounds(0, 10)), PureBudget(Fraction(1)))
     noisy = measure_moments(np.linspace(0, 10, 200), m, context, column="x", seed=11)

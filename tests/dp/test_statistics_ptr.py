@@ -120,6 +120,14 @@ def test_privacy_loss_and_bound_in_grid_steps():
     assert mechanism.privacy_loss() == ApproxBudget(Fraction(1), Fraction(1, 10**6))
 
 
+@pytest.mark.parametrize("bound", [100.0, 1e5, 1e308])
+def test_a_bound_beyond_the_grid_span_is_the_span(bound):
+    """The spec takes any positive finite bound: 1e308 overflowed the release's scale after the test was booked."""
+    mechanism = PTRMedian(Grid(ClipBounds(0, 100), half_steps=50), bound, PureBudget(Fraction(1, 2)),
+                          PureBudget(Fraction(1, 2)), Fraction(1, 10**6))
+    assert mechanism.bound_codes() == 100 and mechanism.release_mechanism().scale() == 200.0
+
+
 @pytest.fixture
 def ledger(tmp_path):
     with Ledger.open(tmp_path / "ledger.sqlite") as ledger:

@@ -67,6 +67,19 @@ def test_the_run_sampler_has_the_law_of_the_one_step_mechanism_with_ties(values,
     assert np.allclose(mechanism.probabilities(codes), brute_force(codes, float(q), mechanism.scale(), GRID))
 
 
+@pytest.mark.parametrize("level", [1e-300, 0.9999999999999999, 0.123456789012341])
+def test_a_level_written_with_many_digits_is_scored_exactly_on_a_large_table(level):
+    """Its denominator (10^300, 10^16, 10^15) times n passes int64: the scores must not overflow."""
+    q = Fraction(repr(level))  # as the spec reads a level
+    codes = GRID.encode(np.random.default_rng(1).uniform(0, 10, 20_000))
+    mechanism = QuantileMechanism(GRID, q, PureBudget(Fraction(1)))
+    assert np.allclose(mechanism.probabilities(codes), brute_force(codes, float(q), mechanism.scale(), GRID))
+    runs = interval_scores(codes, q, scale=1.0, grid=GRID)
+    exact = [-float(max(Fraction(int(b)) - q * len(codes), q * len(codes) - int(u), 0))
+             for b, u in zip(runs.below, runs.upto, strict=True)]
+    assert np.allclose(runs.scores - np.log(runs.widths), exact, rtol=1e-12, atol=0)  # no silent int64 wrap
+
+
 @pytest.mark.parametrize("q", [Fraction(1, 2), Fraction(1, 5), Fraction(9, 10)])
 def test_exact_privacy_loss_on_neighbours_is_within_epsilon(q):
     rng = np.random.default_rng(5)
@@ -160,3 +173,22 @@ def test_intervals_contain_the_release_and_respect_the_bounds(ledger):
                                  context, column="x", uniform=SeededSelection(4))
     for (low, high), value in zip(quantile_intervals(released, 500), released.values, strict=True):
         assert 0 <= low <= value <= high <= 10
+
+
+FINE = Grid(ClipBounds(0, 100))  # the release's grid: 2049 points
+
+
+@pytest.mark.parametrize(("values", "count"), [
+    ([42.0] * 2000, 1955),  # a spike: the whole law on one grid point
+    ([], -19),  # an empty group: the released values are noise
+    (list(np.linspace(0, 100, 2000)), 3),  # a noisy count far from the rows
+    ([0.0] * 1000 + [100.0] * 1000, 2000),  # all rows at the bounds
+])
+def test_hostile_intervals_are_ordered_hold_the_release_and_stay_in_the_bounds(ledger, values, count):
+    for seed in range(8):
+        context = ReleaseContext(ledger, "r1", "pure", SeededSelection(seed))
+        mechanisms = quantile_mechanisms(FINE, [0.1, 0.5, 0.9], PureBudget(Fraction(1, 20)))
+        released = measure_quantiles(values, mechanisms, context, column=f"x{seed}-{len(values)}-{count}",
+                                     uniform=SeededSelection(seed))
+        for (low, high), value in zip(quantile_intervals(released, max(1.0, count)), released.values, strict=True):
+            assert 0 <= low <= value <= high <= 100

@@ -20,10 +20,10 @@ DATASET = "us-cps-1994-adult"
 OUTLIER = 2**53 + 1  # a valid int64 that no double holds exactly
 
 
-def _example(folder: Path, table: pa.Table) -> Path:
+def _example(folder: Path, table: pa.Table, spec: str = "release.yaml") -> Path:
     folder.mkdir(parents=True)
     shutil.copy(ADULT / "schema.yaml", folder / "schema.yaml")
-    shutil.copy(ADULT / "release.yaml", folder / "release.yaml")
+    shutil.copy(ADULT / spec, folder / "release.yaml")
     pq.write_table(table, folder / "adult.parquet")
     return folder / "release.yaml"
 
@@ -38,7 +38,8 @@ def test_one_extreme_row_does_not_decide_publication(prefect_harness, tmp_path, 
     table = pq.read_table(ADULT / "adult.parquet").slice(0, 4000)
     gains = table.column("capital-gain").to_pylist()
     gains[7] = OUTLIER
-    spec = _example(tmp_path / "example", _set(table, "capital-gain", gains))
+    # the spec with summary statistics: capital-gain's mean reads the column too (no checked cast to double)
+    spec = _example(tmp_path / "example", _set(table, "capital-gain", gains), "release-stats.yaml")
     target = Path(release(spec=str(spec), out=str(tmp_path / "out"), ledger=str(tmp_path / "ledger.sqlite"),
                           release_id="outlier"))
     assert (target / "manifest.json").is_file()
@@ -46,6 +47,8 @@ def test_one_extreme_row_does_not_decide_publication(prefect_harness, tmp_path, 
     public = [p for p in target.rglob("*") if p.is_file()]  # a release folder holds public files only
     assert [str(p) for p in public if needle in p.read_bytes()] == []
     assert str(OUTLIER) not in caplog.text
+    assert (target / "statistics" / "statistics.json").is_file()
+    assert not (steward_of(target) / "evaluation-error.txt").exists()  # the true statistics read it too
 
 
 @pytest.mark.e2e

@@ -21,7 +21,8 @@ from tests.steward import steward_of
 ALLOCATION = {"bounds": 0.05, "one_way": 0.35, "selection": 0.04, "cliques": 0.41, "hierarchy": 0.05, "stats": 0.10}
 STATS = [
     {"column": "age", "statistics": ["count", "mean", "std", "median", "quantiles"], "quantiles": [0.1, 0.9]},
-    {"column": "capital-gain", "statistics": ["mean"]},  # no public bounds: chosen for the mean (dp.statistics.means)
+    # no public bounds: chosen for the mean (dp.statistics.means); the median on the bounds stage's
+    {"column": "capital-gain", "statistics": ["mean", "median"]},
 ]
 SLOPE = {"sample_and_aggregate": "slope", "x": "age", "y": "hours-per-week", "chunks": 1000, "range": [-1, 1]}
 
@@ -32,7 +33,7 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
     assert [float(q) for q in age.quantiles] == [0.1, 0.5, 0.9]
     assert age.moments_budget.amount + age.quantiles_budget.amount <= plan.stages["stats"].amount / 2
     assert (age.lower, age.upper) != (None, None) and (gain.lower, gain.upper) == (None, None)
-    assert gain.quantiles_budget is None and gain.statistics == ("count", "mean")
+    assert gain.quantiles_budget is not None and gain.statistics == ("count", "mean", "median")
     assert any(line.strip().startswith("stats: age") for line in plan.lines())
 
 
@@ -43,6 +44,9 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
         ([{"column": "age", "statistics": ["mode"]}], r"stats\[0\]\.statistics: \('mode'\) must be one of"),
         ([{"column": "age", "statistics": ["quantiles"]}], r"stats\[0\]\.quantiles: must be given exactly when"),
         ([{"column": "age", "statistics": ["quantiles"], "quantiles": [1.5]}], r"must be a number strictly between"),
+        ([{"column": "age", "statistics": ["quantiles"], "quantiles": [0.5, 0.5]}],
+         r"stats\[0\]\.quantiles: \(0\.5\) is listed twice"),
+        ([{"column": "age", "statistics": ["mean", "mean"]}], r"stats\[0\]\.statistics: \('mean'\) is listed twice"),
         ([{"column": "nope", "statistics": ["mean"]}], r"stats\[0\]\.column: \('nope'\) is not a declared column"),
         ([{"column": "age", "statistics": ["mean"], "by": "hours-per-week"}],
          r"stats\[0\]\.by: \('hours-per-week'\) must be a declared category column"),
@@ -54,6 +58,7 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
         ([{**SLOPE, "y": "age"}], r"stats\[0\]\.y: must differ from x"),
         ([{**SLOPE, "range": [1, 1]}], r"stats\[0\]\.range: must have low < high"),
         ([{**SLOPE, "range": [0, float("inf")]}], r"stats\[0\]\.range: must be \[low, high\]: two finite"),
+        ([{**SLOPE, "range": [-1e308, 1e308]}], r"stats\[0\]\.range: must be \[low, high\]: two finite numbers within"),
         ([{**SLOPE, "chunks": 1}], r"stats\[0\]\.chunks: must be a whole number from 2 to"),
         ([{**SLOPE, "column": "age"}], r"stats\[0\]\.column: is not a key of a sample_and_aggregate entry"),
         ([{k: v for k, v in SLOPE.items() if k != "chunks"}], r"stats\[0\]: missing required key 'chunks'"),
@@ -62,6 +67,12 @@ def test_the_plan_splits_the_stats_stage_over_columns_and_mechanisms(tmp_path):
 def test_a_bad_stats_section_is_one_line_naming_the_key_and_the_rule(tmp_path, stats, message):
     with pytest.raises(SchemaError, match=message):
         load_spec(adult_example(tmp_path, allocation=ALLOCATION, stats=stats))
+
+
+def test_a_range_too_narrow_for_the_grid_is_refused_when_planned(tmp_path):
+    spec = load_spec(adult_example(tmp_path, allocation=ALLOCATION, stats=[{**SLOPE, "range": [0, 5e-324]}]))
+    with pytest.raises(SchemaError, match=r"sample_and_aggregate slope\(hours-per-week ~ age\).*too close"):
+        plan_release(spec, "r", 1)
 
 
 def test_stats_and_their_share_go_together(tmp_path):
@@ -98,6 +109,10 @@ def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path)
     assert {c.query for c in stats} >= {"count(age)", "sum(age)", "sum_of_squares(age)", "count(capital-gain)",
                                         "upper bound of capital-gain (mean)", "centre of capital-gain (mean)"}
     assert gain["bounds"]["lower"] <= gain["bounds"]["offset"] <= gain["bounds"]["upper"]
+    # the median's bounds are the bounds stage's, not the mean's: published beside them, and on its row
+    audit_bounds = json.loads((target / "audit.json").read_text())["private_choices"]["discovered_bounds"]
+    assert gain["quantile_bounds"] == {**{k: audit_bounds["capital-gain"][k] for k in ("lower", "upper")},
+                                       "source": "svt"} != {k: gain["bounds"][k] for k in ("lower", "upper", "source")}
     audit = json.loads((target / "audit.json").read_text())
     assert any(m["stage"] == "stats" for m in audit["measurements"])
     # The same figures as a table, in the audit (with a chart) and, beside the truth, in the steward's report.
@@ -105,6 +120,8 @@ def test_statistics_are_published_booked_and_replayed(prefect_harness, tmp_path)
     table = pq.read_table(target / "statistics" / "statistics.parquet").to_pylist()
     assert [(r["subject"], r["statistic"]) for r in table][:3] == [("age", "count"), ("age", "mean"), ("age", "std")]
     assert table[1]["estimate"] == mean["estimate"] and table[1]["bounds"] == age_bounds_text(age)
+    (gain_median,) = [r for r in table if r["subject"] == "capital-gain" and r["statistic"] == "quantile"]
+    assert gain_median["bounds"] == age_bounds_text({"bounds": gain["quantile_bounds"]})
     assert [r["subject"] for r in audit["statistics"]] == [r["subject"] for r in table]
     assert "## Summary statistics" in (target / "audit.md").read_text()
     assert 'id="statistics"' in (target / "audit.html").read_text()

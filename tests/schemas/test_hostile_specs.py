@@ -142,6 +142,29 @@ def test_a_tiny_epsilon_is_refused_at_plan_time_in_milliseconds(tmp_path):
     assert time.monotonic() - start < 10  # a blow-up, not a speed target: the refusal takes milliseconds
 
 
+@pytest.mark.parametrize("entry", [
+    {"column": "age", "statistics": ["mean", "median"]},
+    {"sample_and_aggregate": "slope", "x": "age", "y": "hours-per-week", "chunks": 100, "range": [-1, 1]},
+])
+def test_a_tiny_stats_share_is_refused_at_plan_time_like_any_measurement(tmp_path, entry):
+    allocation = {"bounds": 0.05, "one_way": 0.39, "selection": 0.04, "cliques": 0.46, "hierarchy": 0.05,
+                  "stats": 1e-14}
+    spec = load_spec(_example(tmp_path, allocation=allocation, stats=[entry]))
+    with pytest.raises(SchemaError, match=r"stats\(.*\) would get noise of scale"):
+        plan_release(spec, "r", 0)
+
+
+def test_a_quantile_list_that_leaves_each_level_a_tiny_share_is_refused_at_plan_time(tmp_path):
+    allocation = {"bounds": 0.05, "one_way": 0.35, "selection": 0.04, "cliques": 0.46, "hierarchy": 0.05, "stats": 1e-7}
+    levels = [round(i / 100_001, 9) for i in range(1, 100_001, 2)]  # 50,000 levels, each 1/50,000 of the share
+    mean = [{"column": "age", "statistics": ["mean"]}]
+    plan_release(load_spec(_example(tmp_path, allocation=allocation, stats=mean)), "r", 0)  # the share is not too small
+    spec = load_spec(_example(tmp_path, allocation=allocation,
+                              stats=[{"column": "age", "statistics": ["quantiles"], "quantiles": levels}]))
+    with pytest.raises(SchemaError, match=r"stats\(age\) would get noise of scale"):
+        plan_release(spec, "r", 0)
+
+
 def test_shares_below_1_spend_only_that_fraction(tmp_path):
     full = plan_release(load_spec(_example(tmp_path)), "r", 0)
     doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
