@@ -20,6 +20,7 @@ from dprelease.dp.statistics.groups import (
     decimals_of,
     grid_value,
     group_codes,
+    group_index,
     measure_group_quantiles,
     quantile_edges,
     resolution_grid,
@@ -111,10 +112,9 @@ def find_mappings(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredMapping
             grid = resolution_grid(column.min, column.max, column.resolution)
             values, groups = [], []
             batches, _ = unit_row_groups(spec.data, [planned.column, planned.source], spec.schema.privacy_unit)
-            for batch in batches:
-                strings = pc.cast(batch.column(planned.source), pa.string())
-                index = pc.index_in(strings, value_set=pa.array(planned.groups, type=pa.string()))
-                groups.append(np.asarray(index.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64))
+            on_unknown = spec.schema.column(planned.source).on_unknown
+            for batch in batches:  # rows join their group as the marginals count them (NFC, on_unknown)
+                groups.append(group_index(batch.column(planned.source), planned.groups, on_unknown))
                 values.append(np.asarray(pc.cast(batch.column(planned.column), pa.float64(), safe=False)
                                          .fill_null(float("nan")).to_numpy(zero_copy_only=False), dtype=np.float64))
             codes = group_codes(np.concatenate(values) if values else np.zeros(0),
