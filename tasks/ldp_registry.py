@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dprelease.dp.accounting.databases import connect_own
+from dprelease.dp.errors import ParameterError
 from dprelease.schemas.identifiers import inside
 from dprelease.schemas.ldp import Collection, CollectionError, load_collection
 
@@ -25,23 +27,13 @@ _TABLE = ("CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, finger
 @contextmanager
 def _open(registry: Path) -> Iterator[sqlite3.Connection]:
     """The registry's connection; a folder, a file that is not SQLite or another application's database is refused."""
-    if registry.exists() and not registry.is_file():
-        raise CollectionError(f"registry {registry}: must be a file (an SQLite database), not a folder or device")
     if registry.parent.exists() and not registry.parent.is_dir():
         raise CollectionError(f"registry {registry}: {registry.parent} is not a folder")
-    registry.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(registry, isolation_level=None, timeout=60)
     try:
-        try:
-            tables = {str(row[0]) for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as err:
-            if isinstance(err, sqlite3.OperationalError):  # locked, unreadable: SQLite's own words
-                raise
-            raise CollectionError(f"registry {registry}: is not an SQLite database (or is damaged); give the "
-                                  "registry's own file, or a new path") from None
-        if tables and "collections" not in tables:
-            raise CollectionError(f"registry {registry}: is an SQLite database of something else (none of its "
-                                  "tables is a registry's); give the registry's own file, or a new path")
+        db = connect_own(registry, "registry", "collections", "give the registry's own file, or a new path")
+    except ParameterError as err:
+        raise CollectionError(str(err)) from None
+    try:
         yield db
     finally:
         db.close()

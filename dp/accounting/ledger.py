@@ -32,6 +32,7 @@ from pathlib import Path
 
 from dprelease.dp.accounting.budget import Budget, Definition, PureBudget, ZCDPBudget, describe
 from dprelease.dp.accounting.conversions import zcdp_from_approx_cks
+from dprelease.dp.accounting.databases import connect_own
 from dprelease.dp.accounting.ledger_head import HeadMixin
 from dprelease.dp.accounting.ledger_rows import (
     _GENESIS,
@@ -46,7 +47,7 @@ from dprelease.dp.accounting.ledger_rows import (
     migrate,
 )
 from dprelease.dp.accounting.processes import _alive, _process_start
-from dprelease.dp.errors import BudgetExceededError, LedgerError, ParameterError
+from dprelease.dp.errors import BudgetExceededError, LedgerError
 
 
 class Ledger(HeadMixin):
@@ -71,21 +72,8 @@ class Ledger(HeadMixin):
                 written into it.
         """
         file = Path(path)
-        if file.exists() and not file.is_file():
-            raise ParameterError(f"ledger {file}: must be a file (an SQLite database), not a folder or device")
-        file.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(file, isolation_level=None, timeout=60)
+        db = connect_own(file, "ledger", "datasets", "give the ledger's own file, or a new path for a new ledger")
         try:
-            try:
-                tables = {str(row[0]) for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            except sqlite3.DatabaseError as err:
-                if isinstance(err, sqlite3.OperationalError):  # locked, unreadable: SQLite's own words
-                    raise
-                raise ParameterError(f"ledger {file}: is not an SQLite database (or is damaged); "
-                                     "give the ledger's own file, or a new path for a new ledger") from None
-            if tables and "datasets" not in tables:
-                raise ParameterError(f"ledger {file}: is an SQLite database of something else (none of its tables "
-                                     "is a ledger's); give the ledger's own file, or a new path for a new ledger")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(_SCHEMA)
