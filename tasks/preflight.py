@@ -25,7 +25,7 @@ from dprelease.schemas.identifiers import check_identifier
 from dprelease.schemas.model import ReleaseSpec
 from dprelease.schemas.plan import plan_release
 from dprelease.schemas.spec import load_spec
-from dprelease.tasks.tables import InputError, check_structure, check_writable, parquet_files
+from dprelease.tasks.tables import HIDDEN_PREFIXES, InputError, check_structure, check_writable, parquet_files
 
 DASK_TIMEOUT_SECONDS = 5.0
 """How long the Dask scheduler has to accept a connection before the release is refused."""
@@ -51,7 +51,12 @@ def check_data_files(spec: ReleaseSpec) -> None:
         raise InputError(f"{where}: cannot be read ({type(err).__name__})") from None
     if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
         raise InputError(f"{where}: must be a regular Parquet file or a folder of them (not a pipe or device)")
-    for file in parquet_files(data):
+    files = parquet_files(data)
+    if data.is_dir() and (skipped := sum(1 for p in data.glob("*.parquet") if p.name.startswith(HIDDEN_PREFIXES))):
+        logging.getLogger("dprelease").warning("%s: %d file(s) named *.parquet beginning with . or _ are not part "
+                                               "of the dataset (hidden files and a writer's own are skipped)",
+                                               where, skipped)
+    for file in files:
         try:
             mode = file.stat().st_mode
         except OSError as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -59,6 +60,22 @@ def test_hidden_files_and_a_writers_own_are_not_part_of_a_folder(tmp_path):
         (tmp_path / "d" / name).write_bytes(b"\x00")
     assert [Path(f).name for f, _ in row_group_refs(tmp_path / "d")][::3] == [f.name for f in files]
     assert read_table(tmp_path / "d", ["age"]).num_rows == table.num_rows
+
+
+def test_the_preflight_says_how_many_files_of_a_folder_it_skips(tmp_path, caplog):
+    from dprelease.schemas.spec import load_spec
+    from dprelease.tasks.preflight import check_data_files
+    from tests.examples import adult_example
+
+    files = _split(pq.read_table(ADULT / "adult.parquet"), tmp_path / "d")
+    shutil.copy(files[0], tmp_path / "d" / "_part-0.parquet")
+    shutil.copy(files[1], tmp_path / "d" / ".part-1.parquet")
+    spec = load_spec(adult_example(tmp_path, data=str(tmp_path / "d")))
+    with caplog.at_level(logging.WARNING, logger="dprelease"):
+        check_data_files(spec)
+    assert [r.getMessage() for r in caplog.records] == [
+        "data d: 2 file(s) named *.parquet beginning with . or _ are not part of the dataset (hidden files and a "
+        "writer's own are skipped)"]
 
 
 def test_files_that_disagree_in_schema_are_named_with_the_first_differing_column(tmp_path):
