@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dprelease.dp.statistics.aggregate import REGISTERED
+from dprelease.dp.statistics.groups import group_index
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -76,15 +77,20 @@ def _function(table: pa.Table, aggregate: Mapping[str, Any]) -> float | None:
     return None if math.isnan(value) else value
 
 
-def true_statistics(rows: Sequence[_Row], document: Mapping[str, Any],
-                    table: pa.Table) -> list[dict[str, Any]]:
+def true_statistics(rows: Sequence[_Row], document: Mapping[str, Any], table: pa.Table,
+                    groups: Mapping[str, tuple[Sequence[str], str]] | None = None) -> list[dict[str, Any]]:
     """Each published row with its true value and whether its interval holds it (raw data: steward only).
 
     Args:
         rows: The published statistics (``reports.statistics.statistic_rows`` of ``document``).
         document: The published ``statistics.json`` (for the functions' columns).
         table: The real rows (categories as strings).
+        groups: For each ``by:`` column, its declared categories and ``on_unknown``: rows join their group as
+            the release joined them (:func:`dp.statistics.groups.group_index`: NFC, ``on_unknown``); a column
+            not given is matched by its raw labels.
     """
+    grouped = {by: group_index(table.column(by), list(categories), on_unknown)
+               for by, (categories, on_unknown) in (groups or {}).items()}
     functions = {str(a["name"]): a for a in document.get("aggregates", ())}
     out = []
     for row in rows:
@@ -92,9 +98,11 @@ def true_statistics(rows: Sequence[_Row], document: Mapping[str, Any],
             truth = _function(table, functions[row.subject])
         else:
             values = _floats(table, row.subject)
-            if row.by is not None and row.group is not None:
-                groups = np.asarray(table.column(row.by).cast(pa.string()).to_numpy(zero_copy_only=False))
-                values = values[groups == row.group]
+            if row.by is not None and row.group is not None and row.by in grouped:
+                values = values[grouped[row.by] == list((groups or {})[row.by][0]).index(row.group)]
+            elif row.by is not None and row.group is not None:
+                labels = np.asarray(table.column(row.by).cast(pa.string()).to_numpy(zero_copy_only=False))
+                values = values[labels == row.group]
             truth = _moment(values, row.statistic, row.level)
         inside = (None if truth is None or row.low95 is None or row.high95 is None
                   else bool(row.low95 <= truth <= row.high95))

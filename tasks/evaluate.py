@@ -181,7 +181,8 @@ def evaluate_utility(plan: ReleasePlan, release_dir: str, table_file: str, stewa
         truths = None
         if (root / STATISTICS_FILE).exists():  # the published statistics beside their true values (steward only)
             document = json.loads((root / STATISTICS_FILE).read_text(encoding="utf-8"))
-            truths = true_statistics(statistic_rows(document), document, real)
+            by = {c.name: (c.categories, c.on_unknown) for c in spec.schema.columns if c.type == "category"}
+            truths = true_statistics(statistic_rows(document), document, real, by)
             write_internal(out, "statistics.json",
                            json.dumps({"evaluated": evaluated, "statistics": truths}, indent=2))
 
