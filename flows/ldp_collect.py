@@ -16,6 +16,8 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from dprelease.dp.accounting.processes import release_lock
+from dprelease.dp.errors import LedgerError
 from dprelease.schemas.identifiers import check_identifier, inside
 from dprelease.schemas.ldp import CollectionError, load_collection
 from dprelease.tasks import PUBLIC
@@ -75,16 +77,42 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
     target = inside(root, collection.name, rid)
     if target.exists():
         raise CollectionError(f"{target}: already published; use another run id")
-    staging = inside(root, collection.name, f".staging-{rid}")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    try:
-        decode_task(str(collection.source), checks, str(staging))
-        os.chmod(staging, 0o755)
-        os.rename(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with release_lock(book, f"{collection.name}.{rid}"):  # one run of a run id at a time; held while it stages
+        sweep_stagings(root / collection.name, book, collection.name)
+        staging = inside(root, collection.name, f".staging-{rid}")
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        (staging / STAGING_MARK).write_text(rid, encoding="utf-8")
+        try:
+            decode_task(str(collection.source), checks, str(staging))
+            (staging / STAGING_MARK).unlink()
+            os.chmod(staging, 0o755)
+            os.rename(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     logger.info("published %s estimates of %s to %s", collection.protocol, collection.name, target)
     return str(target)
+
+
+STAGING_MARK = ".dprelease-staging"
+"""The file a run writes first into its staging folder: only folders holding it are ever swept."""
+
+
+def sweep_stagings(folder: Path, registry: Path, collection: str) -> None:
+    """Remove the staging folders that runs killed mid-way left in ``folder`` (their run id's lock is free).
+
+    A run holds its run id's lock (:func:`dp.accounting.processes.release_lock`, beside the registry) while its
+    staging folder exists, so a folder whose lock can be taken belongs to a run that is gone. Only folders
+    named ``.staging-<run id>`` holding :data:`STAGING_MARK` are touched (none this project did not create).
+    """
+    for staging in sorted(folder.glob(".staging-*")) if folder.is_dir() else ():
+        rid = staging.name.removeprefix(".staging-")
+        if not (staging / STAGING_MARK).is_file():
+            continue
+        try:
+            with release_lock(registry, f"{collection}.{rid}"):
+                shutil.rmtree(staging, ignore_errors=True)
+        except LedgerError:
+            continue  # its run is still going

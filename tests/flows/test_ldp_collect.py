@@ -332,3 +332,19 @@ def test_a_batch_with_a_sound_footer_and_a_damaged_page_is_refused_with_no_rows(
     checks = {c.name: c for c in check_batches(load_collection(path))}
     assert (checks["damaged.parquet"].rows, checks["damaged.parquet"].problems[0][:29]) == (
         0, "not a readable Parquet file (")
+
+
+def test_staging_folders_of_killed_runs_are_swept_and_a_running_ones_kept(tmp_path):
+    from dprelease.dp.accounting.processes import release_lock
+    from dprelease.flows.ldp_collect import STAGING_MARK, sweep_stagings
+
+    folder, registry = tmp_path / "out" / "covid-states", tmp_path / "reg.sqlite"
+    for rid in ("dead", "running", "foreign"):
+        (folder / f".staging-{rid}").mkdir(parents=True)
+        (folder / f".staging-{rid}" / "estimates.parquet").write_bytes(b"half written")
+    for rid in ("dead", "running"):
+        (folder / f".staging-{rid}" / STAGING_MARK).write_text(rid)
+    with release_lock(registry, "covid-states.running"):  # a run of another process, still going
+        sweep_stagings(folder, registry, "covid-states")
+    assert sorted(p.name for p in folder.iterdir()) == [".staging-foreign", ".staging-running"]  # not ours: kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no lock file left beside the registry
