@@ -166,7 +166,9 @@ def _type_rule(column: Column, arrow_type: pa.DataType) -> str | None:
             return f"must have a floating-point or integer type (found {arrow_type})"
     elif not (_is_string(arrow_type) or pa.types.is_integer(arrow_type)
               or (pa.types.is_dictionary(arrow_type) and _is_string(arrow_type.value_type))):
-        return f"must have a string, dictionary-of-string or integer type (found {arrow_type})"
+        hint = ("; store a boolean as 0/1 integers (categories [0, 1]) or as text" if pa.types.is_boolean(arrow_type)
+                else "")
+        return f"must have a string, dictionary-of-string or integer type (found {arrow_type}){hint}"
     elif pa.types.is_integer(arrow_type) and not any(_DECIMAL.fullmatch(c) for c in column.categories):
         return (f"has an integer type ({arrow_type}) but no declared category is a plain integer code (integers "
                 "are matched as decimal strings: 7 is '7', never '07'); declare the codes as integers, or store "

@@ -106,6 +106,8 @@ def test_wrong_physical_type_is_a_structural_problem_naming_the_column():
         ("sex", pa.array([1.0, 2.0, 3.0]), "must have a string, dictionary-of-string or integer type (found double)"),
         ("sex", pa.array([1, 2, 1]).dictionary_encode(), "must have a string, dictionary-of-string or integer type "
          "(found dictionary<values=int64, indices=int32, ordered=0>)"),
+        ("sex", pa.array([True, False, True]), "must have a string, dictionary-of-string or integer type (found bool); "
+         "store a boolean as 0/1 integers (categories [0, 1]) or as text"),
     ],
 )
 def test_type_rules(column, array, rule):
