@@ -15,7 +15,7 @@ from prefect import get_run_logger
 
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext
 from dprelease.dp.accounting.ledger import Ledger
-from dprelease.dp.errors import ParameterError
+from dprelease.dp.errors import ParameterError, ReleaseError
 from dprelease.dp.measurement import draws
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.measurement.contributions import BoundedRows, unit_sensitivity
@@ -161,7 +161,9 @@ def map_client(address: str | None) -> Iterator[Any]:
     """A ``distributed.Client`` connected to the scheduler at ``address``, or None (in process).
 
     Raises:
-        RuntimeError: If an address is given but the ``dask`` extra (distributed) is not installed.
+        ParameterError: If an address is given but the ``dask`` extra (distributed) is not installed.
+        ReleaseError: If the cluster is lost while the block runs (a future cancelled, its connection closed):
+            one public line naming the address; a failure of the map itself propagates as it is.
     """
     if address is None:
         yield None
@@ -170,9 +172,17 @@ def map_client(address: str | None) -> Iterator[Any]:
         from distributed import Client
     except ImportError as err:
         raise ParameterError("dask: a scheduler address needs the dask extra (pip install 'dprelease[dask]')") from err
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
     client = Client(address, timeout=DASK_CONNECT_SECONDS, set_as_default=False)  # type: ignore[no-untyped-call]
     with client:
-        yield client
+        try:
+            yield client
+        except (FutureCancelledError, CommClosedError) as err:  # the cluster's own failures: no row in them
+            raise ReleaseError(f"dask: the cluster at {address} was lost during the count ({type(err).__name__}); "
+                               "run the same release id again, with a live scheduler or without --dask: what was "
+                               "drawn is replayed") from None
 
 
 def level_counts(hierarchy: Hierarchy, leaves: IntArray, level: int) -> IntArray:

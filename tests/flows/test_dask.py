@@ -153,3 +153,25 @@ def test_a_small_table_is_counted_in_process_even_with_a_scheduler(harness_api, 
     assert code == 0, capsys.readouterr().err
     assert len(stream.data) == 0  # nothing ran on the cluster
     assert "counting in process: the table is below" in caplog.text
+
+
+def test_a_cluster_lost_during_the_count_is_one_public_line():
+    import time
+
+    from dprelease.dp.errors import ReleaseError
+
+    local = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0")
+    with pytest.raises(ReleaseError, match=r"^dask: the cluster at tcp://\S+ was lost during the count \(\w+\); run "
+                                           r"the same release id again"):
+        with map_client(local.scheduler_address) as client:
+            future = client.submit(time.sleep, 60, pure=False)
+            local.close()  # the scheduler and its worker gone while a map task runs
+            future.result()
+
+
+def test_a_failure_of_the_map_itself_is_not_called_a_lost_cluster(cluster):
+    import operator
+
+    with pytest.raises(ZeroDivisionError):  # raised on a worker: the stage's guard keeps its text steward-only
+        with map_client(cluster.scheduler_address) as client:
+            client.submit(operator.truediv, 1, 0, pure=False).result()
