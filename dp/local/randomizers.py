@@ -169,10 +169,19 @@ def olh_hash(seeds: IntArray, values: npt.ArrayLike, g: int) -> IntArray:
     The seed's two halves give an odd multiplier and an offset; over random seeds two different values
     collide with probability 1/g up to about g/2⁶⁴ (far below anything measurable).
     """
+    a, b = _olh_keys(seeds)
+    return _olh_mix(a, b, np.asarray(values, dtype=np.int64).astype(np.uint64), g)
+
+
+def _olh_keys(seeds: IntArray) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """Each seed's odd multiplier and offset (computed once when many values are hashed with the same seeds)."""
     keys = np.asarray(seeds, dtype=np.int64).astype(np.uint64)
-    a = (keys * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)  # odd multiplier from the seed
-    b = keys ^ np.uint64(0xD1B54A32D192ED03)
-    v = np.asarray(values, dtype=np.int64).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        return (keys * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1), keys ^ np.uint64(0xD1B54A32D192ED03)
+
+
+def _olh_mix(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64], v: npt.NDArray[np.uint64] | np.uint64,
+             g: int) -> IntArray:
     with np.errstate(over="ignore"):
         mixed = a * (v + np.uint64(1)) + b
         mixed ^= mixed >> np.uint64(29)
@@ -218,7 +227,8 @@ class OLH:
     def support(self, reports: tuple[IntArray, IntArray]) -> IntArray:
         """C_v for every v: reports whose seed hashes v to the reported bucket."""
         seeds, buckets = (np.asarray(r, dtype=np.int64) for r in reports)
-        return np.asarray([int(np.count_nonzero(olh_hash(seeds, np.full(seeds.shape, v), self.g) == buckets))
+        a, b = _olh_keys(seeds)  # once for all k values: the hash's costly part per value is the mixing
+        return np.asarray([int(np.count_nonzero(_olh_mix(a, b, np.uint64(v), self.g) == buckets))
                            for v in range(self.k)], dtype=np.int64)
 
 

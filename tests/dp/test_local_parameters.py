@@ -47,3 +47,16 @@ def test_rappor_refuses_a_probability_the_client_encoders_cannot_draw(name):
                                                        "most 2^32")):
         RapporParams(**arguments)
     assert RapporParams(**{**arguments, name: Fraction("0.1")}).p_star > 0
+
+
+def test_olh_support_counts_the_reports_whose_hash_of_each_value_is_their_bucket():
+    import numpy as np
+
+    from dprelease.dp.local.randomizers import olh_hash
+
+    protocol = OLH(50, 1.5)
+    rng = np.random.default_rng(3)  # public test reports (no sensitive value)
+    seeds, buckets = rng.integers(0, 1 << 62, 2000), rng.integers(0, protocol.g, 2000)
+    expected = [int(np.count_nonzero(olh_hash(seeds, np.full(seeds.shape, v), protocol.g) == buckets))
+                for v in range(protocol.k)]
+    assert protocol.support((seeds, buckets)).tolist() == expected
