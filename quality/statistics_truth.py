@@ -89,8 +89,9 @@ def true_statistics(rows: Sequence[_Row], document: Mapping[str, Any], table: pa
             the release joined them (:func:`dp.statistics.groups.group_index`: NFC, ``on_unknown``); a column
             not given is matched by its raw labels.
     """
+    used = {row.by for row in rows if row.by is not None}
     grouped = {by: group_index(table.column(by), list(categories), on_unknown)
-               for by, (categories, on_unknown) in (groups or {}).items()}
+               for by, (categories, on_unknown) in (groups or {}).items() if by in used}
     functions = {str(a["name"]): a for a in document.get("aggregates", ())}
     out = []
     for row in rows:
