@@ -289,7 +289,7 @@ def _encode_compact(
             raise DomainError(f"column {domain.name!r} is missing from the table", column=domain.name)
         column = table.column(domain.name)
         if domain.kind == "category":
-            code, missing, unknown = _encode_category(column, domain)
+            code, missing, unknown = encode_category(column, domain)
             if unknown is not None:
                 target = rules.get(domain.name, ColumnRule()).on_unknown
                 if target == "drop":
@@ -358,8 +358,10 @@ def _nfc_retry(strings: pa.ChunkedArray, index: pa.ChunkedArray, domain: ColumnD
     return pc.coalesce(pc.cast(index, pa.int32()), found)
 
 
-def _encode_category(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes, BoolArray | None, BoolArray | None]:
+def encode_category(column: pa.ChunkedArray, domain: ColumnDomain) -> tuple[Codes, BoolArray | None, BoolArray | None]:
     """Codes of a category column, with its null and unknown (outside the domain) rows, or None.
+
+    The one matching of labels to categories (the marginals', and a statistic's or mapping's groups).
 
     Values are matched as strings: an integer column's value 7 is the category ``"7"`` (its decimal
     string, how integer codes are declared), never ``"07"``.

@@ -38,11 +38,11 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dprelease.dp.accounting.budget import PureBudget, ZCDPBudget, positive_integer
 from dprelease.dp.accounting.charges import MeasurementRecord, ReleaseContext, noisy_result
 from dprelease.dp.errors import ParameterError
+from dprelease.dp.measurement.marginals import ColumnDomain, encode_category
 from dprelease.dp.mechanisms.random import IntArray, NoiseSource
 from dprelease.dp.mechanisms.selection import SelectionNoise
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
@@ -141,21 +141,22 @@ class GroupedQuantile:
 def group_index(column: pa.ChunkedArray, categories: Sequence[str], on_unknown: str = "drop") -> IntArray:
     """Each row's group, 0..len(categories)-1, or -1 (a null; a label outside them with ``on_unknown: drop``).
 
-    Labels are matched as the marginals match them (:mod:`dp.measurement.marginals`): as strings (an integer
-    code 7 is the category ``"7"``), in Unicode NFC, and a label outside the categories goes where the
-    schema's ``on_unknown`` sends it. A row-by-row public rule: one row is in one group at most.
+    Labels are matched by the marginals' own matching (:func:`dp.measurement.marginals.encode_category`): as
+    strings (an integer code 7 is the category ``"7"``), in Unicode NFC, and a label outside the categories goes
+    where the schema's ``on_unknown`` sends it. A row-by-row public rule: one row is in one group at most.
 
     >>> group_index(pa.chunked_array([["b", "cafe\u0301", None, "x"]]), ["b", "café"]).tolist()
     [0, 1, -1, -1]
     >>> group_index(pa.chunked_array([[7, 9]]), ["7", "8"], on_unknown="8").tolist()
     [0, 1]
     """
-    strings = pc.utf8_normalize(pc.cast(column, pa.string()), "NFC")
-    index = pc.index_in(strings, value_set=pa.array(list(categories), type=pa.string()))
-    fill = -1 if on_unknown == "drop" else list(categories).index(on_unknown)
-    unknown = pc.and_(pc.is_null(index), pc.is_valid(strings))
-    groups = pc.if_else(unknown, pa.scalar(fill, pa.int32()), pc.cast(index, pa.int32())).fill_null(-1)
-    return np.asarray(groups.to_numpy(zero_copy_only=False), dtype=np.int64)
+    code, missing, unknown = encode_category(column, ColumnDomain("groups", "category", tuple(categories)))
+    groups = code.astype(np.int64)
+    if unknown is not None:
+        groups[unknown] = -1 if on_unknown == "drop" else list(categories).index(on_unknown)
+    if missing is not None:
+        groups[missing] = -1
+    return groups
 
 
 def group_codes(values: FloatArray, groups: IntArray, count: int, grid: Grid) -> list[IntArray]:
