@@ -62,3 +62,9 @@ def inside(root: Path, *parts: str) -> Path:
     if target != base and base not in target.parents:
         raise FolderError(f"{'/'.join(parts)[:80]}: resolves outside {base}; refused")
     return target
+
+
+def within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it, both resolved (symlinks followed)."""
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dprelease.dp.accounting.databases import connect_own
 from dprelease.dp.errors import ParameterError
-from dprelease.schemas.identifiers import inside
+from dprelease.schemas.identifiers import inside, within
 from dprelease.schemas.ldp import Collection, CollectionError, load_collection
 
 _TABLE = ("CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
@@ -100,10 +100,9 @@ def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -
         raise CollectionError(f"{collection.source}: batches: {batches} holds no *.parquet batch")
     if out.exists() and not out.is_dir():
         raise CollectionError(f"--out {out}: is not a folder")
-    folder = batches.resolve()
-    if folder == out or out in folder.parents or folder in out.parents:
-        raise CollectionError(f"--out {out}: must lie apart from the batch folder {folder} (neither inside the "
-                              "other): the public tree must never take the reports along")
+    if within(batches, out) or within(out, batches):
+        raise CollectionError(f"--out {out}: must lie apart from the batch folder {batches.resolve()} (neither "
+                              "inside the other): the public tree must never take the reports along")
     if run_id is not None and inside(out, collection.name, run_id).exists():
         raise CollectionError(f"{inside(out, collection.name, run_id)}: already published; use another run id")
     check_registered(registry, collection)

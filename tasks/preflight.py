@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from dprelease.dp.accounting.ledger import Ledger
 from dprelease.dp.errors import BudgetExceededError, LedgerError
-from dprelease.schemas.identifiers import check_identifier
+from dprelease.schemas.identifiers import check_identifier, within
 from dprelease.schemas.model import ReleaseSpec
 from dprelease.schemas.plan import plan_release
 from dprelease.schemas.spec import load_spec
@@ -180,7 +180,7 @@ def check_steward_root(root: Path, out: Path) -> None:
         InputError: If it is inside ``out`` (copying the public tree would publish it) or contains it.
     """
     root, out = root.resolve(), out.resolve()
-    if root == out or out in root.parents or root in out.parents:
+    if within(root, out) or within(out, root):
         raise InputError(f"steward folder {root}: must lie outside the output folder {out} (and not contain it): "
                          "copying or syncing the public tree must never take steward-only files along")
     check_writable(root, "steward folder")
@@ -196,13 +196,13 @@ def check_apart_from_output(spec: ReleaseSpec, out: Path, ledger: Path) -> None:
         InputError: Naming the path and the rule.
     """
     out, data = out.resolve(), spec.data.resolve()
-    if data == out or out in data.parents:
+    if within(data, out):
         raise InputError(f"data {spec.data.name}: must lie outside the output folder {out}: copying or syncing "
                          "the public tree must never take the rows along")
-    if data in out.parents:
+    if within(out, data):
         raise InputError(f"output folder {out}: must lie outside the data folder {data}: the published files would "
                          "sit among the rows a later release reads")
-    if out in ledger.resolve().parents:
+    if within(ledger, out):
         raise InputError(f"ledger {ledger.name}: must lie outside the output folder {out}: copying or syncing the "
                          "public tree must never take the steward's ledger along")
 
