@@ -406,6 +406,7 @@ def _quiet_prefect_context() -> None:
     import logging
 
     import dprelease.tasks.bounds
+    import dprelease.tasks.cross
     import dprelease.tasks.ingest
     import dprelease.tasks.measure
     import dprelease.tasks.plan
@@ -413,7 +414,7 @@ def _quiet_prefect_context() -> None:
 
     logger = logging.getLogger("peers_adult")
     for module in (dprelease.tasks.plan, dprelease.tasks.bounds, dprelease.tasks.ingest, dprelease.tasks.measure,
-                   dprelease.tasks.synthesize):
+                   dprelease.tasks.synthesize, dprelease.tasks.cross):
         if hasattr(module, "get_run_logger"):
             module.get_run_logger = lambda: logger  # type: ignore[attr-defined]
 
@@ -459,13 +460,15 @@ def dprelease_core(work: Path) -> dict[str, Any]:
 
     Runs the flow's own ``estimate_model`` and ``sample_synthetic`` task bodies (``.fn``, outside Prefect),
     so it always benchmarks what the flow runs (with the private mappings the bounds stage released). Only
-    these two calls are timed.
+    these two calls are timed, and between them the cross stage when the plan has one (``cross_pairs``: it
+    reads the rows and draws noise, but it is part of what the synthesis costs).
     """
     sys.path.insert(0, str(ROOT))
     from dprelease.flows.settings import configure
 
     configure()
     _quiet_prefect_context()
+    from dprelease.tasks.cross import measure_cross_pairs
     from dprelease.tasks.synthesize import estimate_model, sample_synthetic
 
     with (work / "measured.pickle").open("rb") as fh:
@@ -473,8 +476,9 @@ def dprelease_core(work: Path) -> dict[str, Any]:
     plan, bounds, measured, staging = state["plan"], state["bounds"], state["measured"], state["staging"]
     started = time.perf_counter()
     estimate = estimate_model.fn(plan, bounds, measured)
+    cross = measure_cross_pairs.fn(plan, str(work / "ledger.sqlite"), estimate) if plan.cross is not None else None
     estimated = time.perf_counter()
-    synthesis = sample_synthetic.fn(plan, bounds, estimate, staging, "benchmark", state["mappings"])
+    synthesis = sample_synthetic.fn(plan, bounds, estimate, staging, "benchmark", state["mappings"], cross)
     sampled = time.perf_counter()
     shutil.copy(Path(staging) / synthesis.table_file, work / "synthetic.parquet")
     return {"estimate_s": estimated - started, "sample_s": sampled - estimated, "fit_sample_s": sampled - started,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from dprelease.schemas.identifiers import check_identifier
 from dprelease.schemas.model import ReleaseSpec
 from dprelease.tasks import DPReleaseError, steward_area
 from dprelease.tasks.bounds import find_bins, find_bounds, find_mappings
+from dprelease.tasks.cross import measure_cross_pairs
 from dprelease.tasks.evaluate import evaluate_utility
 from dprelease.tasks.ingest import inspect_table
 from dprelease.tasks.measure import measure_marginals
@@ -122,7 +124,10 @@ def _run(spec_path: str, out_dir: Path, ledger_path: str, rid: str, loaded: Rele
             measured = measure_marginals(plan, bounds, ledger_path, str(steward), dask,
                                          {b.column: b.edges for b in bins})
             estimate = estimate_model(plan, bounds, measured)
-            synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"], mappings)
+            cross = measure_cross_pairs(plan, ledger_path, estimate) if plan.cross is not None else None
+            measured = replace(measured, cross=cross.records) if cross is not None else measured
+            synthesis = sample_synthetic(plan, bounds, estimate, str(staging), provenance()["dprelease"], mappings,
+                                         cross)
             write_report(plan, before, ledger_path, bounds, measured, synthesis, str(staging), statistics,
                          [*(m.record for m in mappings), *(r for b in bins for r in b.records)])
             target = publish_release(plan, str(staging), str(out_dir), ledger_path)

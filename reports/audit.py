@@ -70,6 +70,12 @@ FOREST_MODEL = (
 )
 
 
+CROSS_MODEL = ("; with cross_pairs, a pool of rows sampled so (ten times the release's, at most 4 million) is "
+               "raked by iterative proportional fitting to the pairs across the tree's branches measured in stage "
+               "cross (each target: the noisy pair's association with the model's margins) and the synthetic rows "
+               "are drawn from it by systematic resampling, hierarchy leaf counts exact")
+
+
 def _approx(rho: Fraction, delta: Fraction, delta_spent: Fraction = Fraction(0)) -> EpsilonDelta:
     """A zCDP amount as (epsilon, delta) by the CKS conversion, epsilon rounded up.
 
@@ -301,7 +307,8 @@ def build_audit(
             model=("degree-2 junction tree over the measured cliques, fitted to the noisy cliques and 1-ways by "
                    "mirror descent (Private-PGM's estimator, McKenna et al. 2019); sampled parents first, "
                    "systematically within each parent group, numeric codes refined within their coarse bin from "
-                   "the 1-way" if spec.auto_cliques else FOREST_MODEL),
+                   "the 1-way" + (CROSS_MODEL if plan.cross is not None else "")
+                   if spec.auto_cliques else FOREST_MODEL),
             model_edges=tuple(tuple(e) for e in model_edges),
             sampling_seed=plan.seed,
             synthetic_rows=synthetic_rows,

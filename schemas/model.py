@@ -27,7 +27,7 @@ from dprelease.dp.errors import DPReleaseError
 from dprelease.dp.measurement.marginals import Binning
 
 ColumnType = Literal["int", "float", "category"]
-STAGES = ("bounds", "one_way", "selection", "two_way", "cliques", "hierarchy", "stats")
+STAGES = ("bounds", "one_way", "selection", "two_way", "cliques", "cross", "hierarchy", "stats")
 _NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")  # \Z: "a\n" is not a name
 MAX_CELLS = 1_000_000
 
@@ -279,6 +279,9 @@ class ReleaseSpec:
             its cliques (numeric columns in coarse bins) are measured with the ``cliques`` stage's.
         root: The column the junction tree is visited from (public), or None for the tree's hub.
         clique_bins: How many bins a numeric column has inside cliques (chosen from its noisy 1-way).
+        cross_pairs: ``cliques: auto`` with ``allocation.cross``: at most so many pairs across the junction
+            tree's branches are chosen and measured with the ``cross`` stage's budget, and the synthetic table
+            is drawn from a pool of the model's rows raked to them (:mod:`dp.measurement.cross`); 0 for none.
         hierarchy_split: For each hierarchy of the schema, the exact weight of each level (top first,
             the leaf column last) within the ``hierarchy`` stage.
         weighting: How a stage's budget is split over its marginals: ``cells`` (by domain size, to
@@ -314,6 +317,7 @@ class ReleaseSpec:
     auto_cliques: bool = False
     root: str | None = None
     clique_bins: int = 8
+    cross_pairs: int = 0
     dask_address: str | None = None
     internal: Path | None = None
     stats: tuple[StatisticsRequest, ...] = ()

@@ -23,6 +23,7 @@ from dprelease.dp.accounting.conversions import approx_from_zcdp_cks
 from dprelease.dp.errors import ParameterError
 from dprelease.dp.measurement.cliques import ROOT_AUTO, PlannedCliques
 from dprelease.dp.measurement.cover import NOISE_CAP, PAIRS_PER_ROUND
+from dprelease.dp.measurement.cross import PlannedCross, plan_cross
 from dprelease.dp.measurement.marginals import marginal_key
 from dprelease.dp.statistics.aggregate import SampleAndAggregate
 from dprelease.dp.statistics.clipping import ClipBounds
@@ -166,6 +167,8 @@ class ReleasePlan:
     spec: ReleaseSpec
     selection: PlannedSelection | None = None
     cliques: PlannedCliques | None = None
+    cross: PlannedCross | None = None
+    """``cross_pairs``: the choice and measurement of pairs across the junction tree's branches."""
     statistics: tuple[PlannedStatistics, ...] = ()
     """``stats:``: every summarised column's plan (stage ``stats``)."""
     aggregates: tuple[PlannedAggregate, ...] = ()
@@ -235,7 +238,7 @@ class ReleasePlan:
                            f"{PAIRS_PER_ROUND} extra pairs (its loss split {PAIRS_PER_ROUND} ways), measured with half "
                            f"its clique's {unit} (1/{PAIRS_PER_ROUND} of that each; a share no pair takes "
                            "measures the clique again)")
-        return out
+        return out + ([self.cross.describe(unit)] if self.cross is not None else [])
 
 
 def _describe_definition(plan: ReleasePlan) -> str:
@@ -291,7 +294,7 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
             continue
         if name == "selection" and not (spec.auto_pairs or spec.auto_cliques):
             continue
-        if name == "cliques" and not spec.auto_cliques:
+        if (name == "cliques" and not spec.auto_cliques) or (name == "cross" and not spec.cross_pairs):
             continue
         if name == "hierarchy" and not spec.schema.hierarchies:
             continue
@@ -314,6 +317,10 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
         measurements += [PlannedMeasurement("two_way", pair, shares[pair]) for pair in spec.two_way]
     selection = _plan_selection(spec, stages) if spec.auto_pairs else None
     cliques = _plan_cliques(spec, stages) if spec.auto_cliques else None
+    try:
+        cross = plan_cross(stages["cross"], spec.cross_pairs) if spec.cross_pairs else None
+    except ParameterError as err:
+        raise SchemaError(f"{where}: allocation.cross: {err}") from None
     if spec.schema.hierarchies:
         measurements += _plan_hierarchies(spec, stages["hierarchy"])
     for m in measurements:
@@ -330,6 +337,7 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     budgets += [(f"quantile bins({q.column})", q.group_budget) for q in quantile_bins]
     if cliques is not None:
         budgets.append(("each clique", cliques.clique_budget))
+    budgets += [("each cross pair", cross.pair_budget)] if cross is not None else []
     statistics, aggregates = _plan_statistics(spec, stages)
     budgets += [(f"stats({p.column})", b) for p in statistics  # each quantile level gets its own share
                 for b in (p.moments_budget, p.quantiles_budget and _share(p.quantiles_budget, len(p.quantiles))) if b]
@@ -343,7 +351,7 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     return ReleasePlan(
         release_id=release_id, dataset=spec.dataset, spec_path=str(spec.source), definition=spec.definition,
         epsilon=spec.epsilon, delta=spec.delta, total=total, stages=stages, bounds=bounds,
-        measurements=tuple(measurements), seed=seed, spec=spec, selection=selection, cliques=cliques,
+        measurements=tuple(measurements), seed=seed, spec=spec, selection=selection, cliques=cliques, cross=cross,
         statistics=statistics, aggregates=aggregates, mappings=mappings, bins=quantile_bins,
         spent_share=total_amount / spec.budget.amount,
     )

@@ -18,6 +18,7 @@ from dprelease.dp.accounting.budget import (
     validate_delta,
 )
 from dprelease.dp.errors import ParameterError
+from dprelease.dp.measurement.cross import DEFAULT_CROSS_PAIRS, MAX_PAIRS
 from dprelease.dp.statistics.aggregate import REGISTERED
 from dprelease.schemas.identifiers import short
 from dprelease.schemas.model import (
@@ -51,8 +52,8 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     doc = _load_yaml(file)
     where = str(file)
     _keys(where, doc, {"dataset", "schema", "data", "budget", "lifetime_budget", "release_cap", "allocation",
-                       "two_way", "cliques", "root", "clique_bins", "hierarchy_split", "weighting", "seed",
-                       "description", "dask", "internal", "stats"},
+                       "two_way", "cliques", "root", "clique_bins", "cross_pairs", "hierarchy_split", "weighting",
+                       "seed", "description", "dask", "internal", "stats"},
           {"dataset", "schema", "data", "budget", "lifetime_budget", "allocation"})
     dataset = doc["dataset"]
     if not isinstance(dataset, str) or not _NAME.match(dataset):
@@ -69,6 +70,7 @@ def load_spec(path: Path | str) -> ReleaseSpec:
     allocation = _allocation(where, doc["allocation"], schema)
 
     auto_cliques, root, clique_bins = _cliques(where, doc, schema, allocation)
+    cross_pairs = _cross_pairs(where, doc, schema, allocation, auto_cliques)
     auto, pairs = _pairs(where, doc.get("two_way"), schema, allocation, auto_cliques)
 
     split = _hierarchy_split(f"{where}: hierarchy_split", doc.get("hierarchy_split"), schema)
@@ -113,7 +115,8 @@ def load_spec(path: Path | str) -> ReleaseSpec:
         budget=budget, lifetime=lifetime, release_cap=release_cap, lifetime_epsilon=life_epsilon, allocation=allocation,
         two_way=tuple(pairs), seed=seed, source=where, schema_path=schema_path, hierarchy_split=split,
         weighting=weighting, auto_pairs=auto, auto_cliques=auto_cliques, root=root, clique_bins=clique_bins,
-        dask_address=dask_address, internal=None if internal is None else (file.parent / internal).resolve(),
+        cross_pairs=cross_pairs, dask_address=dask_address,
+        internal=None if internal is None else (file.parent / internal).resolve(),
         stats=stats, aggregates=aggregates,
     )
 
@@ -200,6 +203,27 @@ def _cliques(where: str, doc: dict[str, Any], schema: TableSchema,
             raise _fail(f"{where}: allocation.cliques", "must be 0 or absent unless cliques is auto; drop the key or "
                         f"move its share to {_spent_on(doc)} (or set cliques: auto)")
     return auto_cliques, root, clique_bins
+
+
+def _cross_pairs(where: str, doc: dict[str, Any], schema: TableSchema, allocation: dict[str, Fraction],
+                 auto_cliques: bool) -> int:
+    """``cross_pairs`` with ``allocation.cross``: pairs across the junction tree's branches (0: none)."""
+    share, pairs = allocation["cross"], doc.get("cross_pairs")
+    if share <= 0:
+        if pairs is not None:
+            raise _fail(f"{where}: cross_pairs", "needs a positive allocation.cross (the stage that chooses and "
+                        "measures them)")
+        return 0
+    if not auto_cliques:
+        raise _fail(f"{where}: allocation.cross", "applies to cliques: auto only (pairs across the junction "
+                    f"tree's branches); drop the key or move its share to {_spent_on(doc)}")
+    if len(schema.hierarchies) > 1:
+        raise _fail(f"{where}: allocation.cross", "supports at most one hierarchy (the synthetic rows are drawn "
+                    "with its leaf counts exact)")
+    pairs = DEFAULT_CROSS_PAIRS if pairs is None else pairs
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or not 1 <= pairs <= MAX_PAIRS:
+        raise _fail(f"{where}: cross_pairs", f"must be a whole number from 1 to {MAX_PAIRS}")
+    return pairs
 
 
 def _pairs(where: str, raw_pairs: Any, schema: TableSchema, allocation: dict[str, Fraction],

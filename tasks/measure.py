@@ -64,11 +64,14 @@ class Measured:
     """Every measured column's public domain (schema and discovered bounds), built once, here."""
     model: list[tuple[str, ...]] = field(default_factory=list)
     """``cliques: auto``: the fitted model's cliques (the measured ones grown to hold the extra pairs)."""
+    cross: list[MeasurementRecord] = field(default_factory=list)
+    """``cross_pairs``: the cross stage's selections and measurements, in the order booked (after the fit)."""
 
     def records(self) -> list[MeasurementRecord]:
-        """Every measurement's provenance: selections, marginals, hierarchy levels."""
+        """Every measurement's provenance: selections, marginals, cliques, hierarchy levels, cross pairs."""
         return (list(self.selection) + [m.measurement for m in self.marginals]
-                + [m.measurement for m in self.cliques] + [level.measurement for level in self.levels])
+                + [m.measurement for m in self.cliques] + [level.measurement for level in self.levels]
+                + list(self.cross))
 
     def pairs(self) -> list[tuple[str, ...]]:
         """The measured 2-way marginals' columns."""

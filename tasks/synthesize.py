@@ -14,6 +14,7 @@ from prefect import get_run_logger
 
 from dprelease.dp.measurement.bounds import DiscoveredBounds
 from dprelease.dp.measurement.cover import EXTRA_PAIR_QUERY
+from dprelease.dp.measurement.cross import CrossPairs, pair_cells
 from dprelease.dp.measurement.marginals import ColumnDomain
 from dprelease.dp.mechanisms.random import synthetic_generator
 from dprelease.dp.synthesis.consistency import hierarchy_counts
@@ -22,6 +23,7 @@ from dprelease.dp.synthesis.postprocess import (
     consistent_marginals,
     estimate_total,
 )
+from dprelease.dp.synthesis.raking import anchored, coarse_codes, pool_factor, rake, resample, sort_order
 from dprelease.dp.synthesis.sampling import CodeArray, OutputColumn, decode, sample_junction
 from dprelease.schemas.encoding import hierarchy_tree, output_columns
 from dprelease.schemas.model import Hierarchy
@@ -189,19 +191,60 @@ def _write_hierarchy(
     return files
 
 
+def coarse_sizes(estimate: Estimate) -> dict[str, int]:
+    """Every column's size in the model's coarse codes."""
+    maps = estimate.model.maps
+    return {d.name: int(maps[d.name].max()) + 1 if d.name in maps else d.size for d in estimate.domains}
+
+
+def draw_pool(plan: ReleasePlan, estimate: Estimate, rng: np.random.Generator) -> dict[str, CodeArray]:
+    """Fine codes of the pool the cross pairs rake: :func:`dp.synthesis.raking.pool_factor` times the rows.
+
+    Drawn first from ``rng`` (the release's synthetic generator), by the cross stage and by sampling alike, so
+    both see the same pool; hierarchy leaf counts are drawn exactly, times the factor.
+    """
+    factor = pool_factor(estimate.rows)
+    model = estimate.model
+    return sample_junction(model.cliques, model.fitted.marginal, {d.name: d.size for d in estimate.domains},
+                           model.maps, model.fine, estimate.rows * factor, rng,
+                           {c: counts * factor for c, counts in estimate.exact.items()})
+
+
+def _raked_codes(plan: ReleasePlan, estimate: Estimate, cross: CrossPairs, rng: np.random.Generator
+                 ) -> dict[str, CodeArray]:
+    """The synthetic rows' fine codes drawn from the pool raked to the cross pairs (hierarchy leaves exact)."""
+    pool = draw_pool(plan, estimate, rng)
+    sizes = coarse_sizes(estimate)
+    coarse = coarse_codes(pool, estimate.model.maps, [d.name for d in estimate.domains])
+    rows = len(next(iter(pool.values())))
+    weights = rake(*anchored([pair_cells(coarse, p, sizes) for p in cross.pairs()], cross.targets, coarse, sizes),
+                   np.ones(rows))
+    columns = list(dict.fromkeys(c for clique in estimate.model.cliques for c in clique))  # parents first
+    strata, counts = next(iter(estimate.exact.items()), (None, None))  # at most one hierarchy (spec)
+    index = resample(weights, estimate.rows, rng, sort_order(pool, columns),
+                     None if strata is None else np.asarray(pool[strata], np.int64), counts)
+    return {c: v[index] for c, v in pool.items()}
+
+
 @public_task("sample_synthetic")
 def sample_synthetic(
     plan: ReleasePlan, bounds: list[DiscoveredBounds], estimate: Estimate, staging: str, version: str,
-    mappings: Sequence[DiscoveredMapping] = (),
+    mappings: Sequence[DiscoveredMapping] = (), cross: CrossPairs | None = None,
 ) -> SynthesisResult:
-    """Sample the synthetic table with the plan's public seed; write ``synthetic/`` and ``marginals/``."""
+    """Sample the synthetic table with the plan's public seed; write ``synthetic/`` and ``marginals/``.
+
+    With measured cross pairs the rows are drawn from the model's pool raked to them (:mod:`dp.synthesis.raking`).
+    """
     spec = plan.spec
     domains = list(estimate.domains)
     by_name = {d.name: d for d in domains}
     rng = synthetic_generator(plan.seed)
     model = estimate.model
-    codes = sample_junction(model.cliques, model.fitted.marginal, {d.name: d.size for d in domains}, model.maps,
-                            model.fine, estimate.rows, rng, estimate.exact)
+    if cross is not None and cross.measured:
+        codes = _raked_codes(plan, estimate, cross, rng)
+    else:
+        codes = sample_junction(model.cliques, model.fitted.marginal, {d.name: d.size for d in domains}, model.maps,
+                                model.fine, estimate.rows, rng, estimate.exact)
     root = Path(staging)
     (root / "synthetic").mkdir()
     table_file = f"synthetic/{spec.schema.table}.parquet"

@@ -16,6 +16,7 @@ The schema declares only what a steward would know without the rows: types, a ge
 Usage::
 
     .venv/bin/python benchmarks/tables/heavy_tails.py OUT_DIR      # writes table.parquet, schema.yaml, release.yaml
+                                                                   # and release-cross.yaml (cross_pairs)
     .venv/bin/python benchmarks/peers_adult.py --spec OUT_DIR/release.yaml --systems dprelease-flow independent \\
         bootstrap --epsilons 1
 """
@@ -92,6 +93,10 @@ def write(folder: Path) -> Path:
         "cliques": "auto", "clique_bins": 8, "weighting": "balanced",
     }
     (folder / "release.yaml").write_text(yaml.safe_dump(release, sort_keys=False), encoding="utf-8")
+    # the same with pairs across the junction tree's branches (README, "Pairs across the tree's branches")
+    cross = {**release, "allocation": {"bounds": 0.10, "one_way": 0.36, "selection": 0.04, "cliques": 0.35,
+                                       "cross": 0.15}}
+    (folder / "release-cross.yaml").write_text(yaml.safe_dump(cross, sort_keys=False), encoding="utf-8")
     return folder / "release.yaml"
 
 

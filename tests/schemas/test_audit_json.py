@@ -52,7 +52,7 @@ def _inputs(variant: str) -> dict[str, Any]:
         definition="zcdp" if zcdp else "pure", epsilon=Fraction(1), delta=Fraction(1, 10**9) if zcdp else Fraction(0),
         total=SimpleNamespace(amount=sum(stages.values(), Fraction(0))), spent_share=Fraction(1) if zcdp else
         Fraction(9, 10), stages={k: SimpleNamespace(amount=v) for k, v in stages.items()}, release_id=f"r-{variant}",
-        dataset="toy-population", seed=11)
+        dataset="toy-population", seed=11, cross=None)
     schema = SimpleNamespace(table="toy", hierarchies=(hierarchy,) if auto_cliques else (),
                              privacy_unit=SimpleNamespace(describe=lambda: "one row (add/remove one row)"))
     spec = SimpleNamespace(

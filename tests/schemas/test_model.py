@@ -369,3 +369,45 @@ def test_root_auto_is_refused_when_a_column_is_named_auto(tmp_path):
     doc["root"] = "age"  # the same schema with a public root loads
     (tmp_path / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
     assert load_spec(tmp_path / "release.yaml").root == "age"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"cross_pairs": 4}, "cross_pairs: needs a positive allocation.cross"),
+        ({"allocation": {"bounds": 0.05, "one_way": 0.4, "selection": 0.04, "cliques": 0.36, "cross": 0.1,
+                         "hierarchy": 0.05}, "cross_pairs": 0}, "cross_pairs: must be a whole number from 1 to 64"),
+        ({"allocation": {"bounds": 0.05, "one_way": 0.4, "selection": 0.04, "cliques": 0.36, "cross": 0.1,
+                         "hierarchy": 0.05}, "cross_pairs": True}, "cross_pairs: must be a whole number from 1 to 64"),
+        ({"allocation": {"bounds": 0.05, "one_way": 0.86, "cross": 0.04, "hierarchy": 0.05}, "cliques": None,
+          "clique_bins": None},
+         "allocation.cross: applies to cliques: auto only"),
+    ],
+)
+def test_cross_pairs_spec_errors(tmp_path, changes, message):
+    for name in ("schema.yaml", "adult.parquet"):
+        shutil.copy(ADULT / name, tmp_path / name)
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc.update(changes)
+    doc = {k: v for k, v in doc.items() if v is not None}
+    (tmp_path / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        load_spec(tmp_path / "release.yaml")
+
+
+def test_cross_pairs_default_to_eight_and_plan_their_stage(tmp_path):
+    from dprelease.schemas.plan import plan_release
+
+    for name in ("schema.yaml", "adult.parquet"):
+        shutil.copy(ADULT / name, tmp_path / name)
+    doc = yaml.safe_load((ADULT / "release.yaml").read_text(encoding="utf-8"))
+    doc["allocation"] = {"bounds": 0.05, "one_way": 0.4, "selection": 0.04, "cliques": 0.36, "cross": 0.1,
+                         "hierarchy": 0.05}
+    (tmp_path / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    plan = plan_release(load_spec(tmp_path / "release.yaml"), "r", 1)
+    assert plan.cross is not None and plan.cross.rounds == 8 and "cross" in plan.stages
+    assert any(line.startswith("    cross: up to 8 pairs") for line in plan.lines())
+    del doc["allocation"]["cross"]
+    (tmp_path / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    plain = plan_release(load_spec(tmp_path / "release.yaml"), "r", 1)
+    assert plain.cross is None and "cross" not in plain.stages
