@@ -217,8 +217,12 @@ def _raked_codes(plan: ReleasePlan, estimate: Estimate, cross: CrossPairs, rng: 
     sizes = coarse_sizes(estimate)
     coarse = coarse_codes(pool, estimate.model.maps, [d.name for d in estimate.domains])
     rows = len(next(iter(pool.values())))
-    weights = rake(*anchored([pair_cells(coarse, p, sizes) for p in cross.pairs()], cross.targets, coarse, sizes),
-                   np.ones(rows))
+    pairs = cross.pairs()
+    # from the cross stage's weights when they fit this pool (the same seed draws the same pool): raking the
+    # same factors from there reaches the same fit in a sweep or two
+    start = cross.weights if cross.weights is not None and len(cross.weights) == rows else np.ones(rows)
+    weights = rake(*anchored([pair_cells(coarse, p, sizes) for p in pairs], cross.targets, coarse, sizes,
+                             [c for p in pairs for c in p]), start)
     columns = list(dict.fromkeys(c for clique in estimate.model.cliques for c in clique))  # parents first
     strata, counts = next(iter(estimate.exact.items()), (None, None))  # at most one hierarchy (spec)
     index = resample(weights, estimate.rows, rng, sort_order(pool, columns),

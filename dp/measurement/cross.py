@@ -126,11 +126,14 @@ class CrossPairs:
         measured: The noisy coarse 2-way tables, in the order chosen.
         records: Every selection's and measurement's record, in the order booked.
         targets: Each measured pair's target distribution (flattened), made against the pool when it was measured.
+        weights: The pool's row weights after the last round (public): sampling starts its raking from them.
     """
 
     measured: list[NoisyMarginal] = field(default_factory=list)
     records: list[MeasurementRecord] = field(default_factory=list)
     targets: list[FloatArray] = field(default_factory=list)
+    weights: FloatArray | None = None
+    """The pool's row weights after the last round (public): sampling starts its raking from them."""
 
     def pairs(self) -> list[Pair]:
         """The measured pairs, in the order chosen."""
@@ -193,7 +196,9 @@ def measure_cross(
         cells.append(cell)
         out.targets.append(target.ravel())
         # warm: the earlier pairs' tables are met already; every column's 1-way held where the model has it
-        weights = rake(*anchored(cells, out.targets, pool, sizes), weights, ROUND_SWEEPS)
+        weights = rake(*anchored(cells, out.targets, pool, sizes, [c for p in out.pairs() for c in p]), weights,
+                       ROUND_SWEEPS)
+    out.weights = weights
     return out
 
 

@@ -163,15 +163,17 @@ def resample(weights: FloatArray, rows: int, rng: np.random.Generator, order: In
 
 
 def anchored(cells: Sequence[IntArray], targets: Sequence[FloatArray], pool: Mapping[str, IntArray],
-             sizes: Mapping[str, int]) -> tuple[list[IntArray], list[FloatArray]]:
-    """The pairs' cells and targets, followed by every pool column's own 1-way as a target of its own.
+             sizes: Mapping[str, int], paired: Sequence[str] = ()) -> tuple[list[IntArray], list[FloatArray]]:
+    """The pairs' cells and targets, followed by each other pool column's own 1-way as a target of its own.
 
     Raking a pair moves the 1-ways of the columns the pool ties to it; holding each column's 1-way at the
-    unweighted pool's (the model's) keeps them where the 1-way measurements put them.
+    unweighted pool's (the model's) keeps them where the 1-way measurements put them. The columns of the pairs
+    (``paired``) need no anchor: their targets carry the model's margins already (:func:`pair_target`).
     """
     rows = len(next(iter(pool.values()))) if pool else 0
-    ones = [weighted_table(codes, np.ones(rows), sizes[c]) for c, codes in pool.items()]
-    return [*cells, *pool.values()], [*targets, *ones]
+    free = [c for c in pool if c not in set(paired)]
+    ones = [weighted_table(pool[c], np.ones(rows), sizes[c]) for c in free]
+    return [*cells, *(pool[c] for c in free)], [*targets, *ones]
 
 
 def sort_order(pool: Mapping[str, npt.NDArray[np.integer]], columns: Sequence[str]) -> IntArray:

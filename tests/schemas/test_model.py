@@ -411,3 +411,12 @@ def test_cross_pairs_default_to_eight_and_plan_their_stage(tmp_path):
     (tmp_path / "release.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
     plain = plan_release(load_spec(tmp_path / "release.yaml"), "r", 1)
     assert plain.cross is None and "cross" not in plain.stages
+
+
+def test_the_adult_cross_example_plans_its_cross_stage_from_the_cliques_share():
+    from dprelease.schemas.plan import plan_release
+
+    plain, cross = (plan_release(load_spec(ADULT / name), "r", 1) for name in ("release.yaml", "release-cross.yaml"))
+    assert cross.cross is not None and cross.cross.rounds == 8 and plain.cross is None
+    assert cross.stages["cross"].amount + cross.stages["cliques"].amount == plain.stages["cliques"].amount
+    assert cross.total == plain.total
