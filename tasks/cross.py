@@ -48,7 +48,7 @@ def measure_cross_pairs(plan: ReleasePlan, ledger_path: str, estimate: Estimate)
         logger.info("cross pairs: no candidate (every pair is held by a clique, too large or noise-capped); "
                     "the stage's share stays unspent")
         return CrossPairs()
-    pool = coarse_codes(draw_pool(plan, estimate, synthetic_generator(plan.seed)), model.maps, names)
+    pool = coarse_codes(draw_pool(estimate, synthetic_generator(plan.seed)), model.maps, names)
     counter = Counter(spec.data, unit)
     exact, _ = counter.count(domains, rules_for(spec.schema), candidates, model.maps)
     if unit_sensitivity(counter.bounded) != sensitivity:

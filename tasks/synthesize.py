@@ -197,7 +197,7 @@ def coarse_sizes(estimate: Estimate) -> dict[str, int]:
     return {d.name: int(maps[d.name].max()) + 1 if d.name in maps else d.size for d in estimate.domains}
 
 
-def draw_pool(plan: ReleasePlan, estimate: Estimate, rng: np.random.Generator) -> dict[str, CodeArray]:
+def draw_pool(estimate: Estimate, rng: np.random.Generator) -> dict[str, CodeArray]:
     """Fine codes of the pool the cross pairs rake: :func:`dp.synthesis.raking.pool_factor` times the rows.
 
     Drawn first from ``rng`` (the release's synthetic generator), by the cross stage and by sampling alike, so
@@ -210,10 +210,9 @@ def draw_pool(plan: ReleasePlan, estimate: Estimate, rng: np.random.Generator) -
                            {c: counts * factor for c, counts in estimate.exact.items()})
 
 
-def _raked_codes(plan: ReleasePlan, estimate: Estimate, cross: CrossPairs, rng: np.random.Generator
-                 ) -> dict[str, CodeArray]:
+def _raked_codes(estimate: Estimate, cross: CrossPairs, rng: np.random.Generator) -> dict[str, CodeArray]:
     """The synthetic rows' fine codes drawn from the pool raked to the cross pairs (hierarchy leaves exact)."""
-    pool = draw_pool(plan, estimate, rng)
+    pool = draw_pool(estimate, rng)
     sizes = coarse_sizes(estimate)
     coarse = coarse_codes(pool, estimate.model.maps, [d.name for d in estimate.domains])
     rows = len(next(iter(pool.values())))
@@ -245,7 +244,7 @@ def sample_synthetic(
     rng = synthetic_generator(plan.seed)
     model = estimate.model
     if cross is not None and cross.measured:
-        codes = _raked_codes(plan, estimate, cross, rng)
+        codes = _raked_codes(estimate, cross, rng)
     else:
         codes = sample_junction(model.cliques, model.fitted.marginal, {d.name: d.size for d in domains}, model.maps,
                                 model.fine, estimate.rows, rng, estimate.exact)
