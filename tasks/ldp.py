@@ -24,6 +24,7 @@ from dprelease.dp.local.estimators import consistent, estimate
 from dprelease.dp.local.rappor import cohort_counts, decode
 from dprelease.reports.charts import estimates_chart
 from dprelease.schemas.ldp import Collection, CollectionError
+from dprelease.tasks.staging import MANIFEST, file_entries, manifest_seal
 
 DECODE_ALPHA = 0.1
 DECODE_ERROR = "per-family two-stage"
@@ -326,6 +327,19 @@ def write_outputs(collection: Collection, target: Path, table: pa.Table, summary
     (target / "audit.json").write_text(json.dumps(audit, indent=2, default=float) + "\n", encoding="utf-8")
     for path in target.iterdir():
         os.chmod(path, 0o644)
+
+
+def write_manifest(collection: Collection, target: Path) -> None:
+    """``manifest.json``: every file of ``target`` with its size and SHA-256, sealed by ``manifest_sha256``.
+
+    Written last, over the folder as it is published; a re-run of the run id verifies it
+    (:func:`tasks.ldp_registry.published_run`), as a re-run of a central release verifies its manifest.
+    """
+    manifest: dict[str, object] = {"format": "dprelease-ldp-manifest/1", "collection": collection.name,
+                                   "fingerprint": collection.fingerprint(), "files": file_entries(target)}
+    manifest["manifest_sha256"] = manifest_seal(manifest)
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.chmod(target / MANIFEST, 0o644)
 
 
 def refused_summary(checks: list[BatchCheck]) -> str:

@@ -19,6 +19,7 @@ from dprelease.dp.accounting.databases import connect_own
 from dprelease.dp.errors import ParameterError
 from dprelease.schemas.identifiers import inside, within
 from dprelease.schemas.ldp import Collection, CollectionError, load_collection
+from dprelease.tasks.staging import MANIFEST, verify_release
 
 _TABLE = ("CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
           "parameters TEXT NOT NULL, created_at REAL NOT NULL)")
@@ -89,7 +90,8 @@ def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -
 
     Raises:
         CollectionError: Naming the setting and the rule: a bad spec, no batch folder or no ``*.parquet`` in it, an
-            output folder that is a file, a run id already published, a registry that is not one, changed parameters.
+            output folder that is a file, a registry that is not one, changed parameters (a run id already published
+            is :func:`published_run`'s).
     """
     collection = load_collection(spec)
     batches = collection.batches
@@ -103,7 +105,32 @@ def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -
     if within(batches, out) or within(out, batches):
         raise CollectionError(f"--out {out}: must lie apart from the batch folder {batches.resolve()} (neither "
                               "inside the other): the public tree must never take the reports along")
-    if run_id is not None and inside(out, collection.name, run_id).exists():
-        raise CollectionError(f"{inside(out, collection.name, run_id)}: already published; use another run id")
     check_registered(registry, collection)
     return collection
+
+
+def published_run(out: Path, collection: Collection, run_id: str) -> Path | None:
+    """The run id's published folder when it is there and verifies; None when nothing is at its path.
+
+    As a central release's re-run of a published id, a re-run of a published run id runs nothing: the folder
+    must hold exactly the files its ``manifest.json`` lists, with their sizes and SHA-256, the manifest must
+    match its own seal, and the collection's fingerprint must be the spec's.
+
+    Raises:
+        CollectionError: If something is at the run id's path and does not verify (nothing is run or written).
+    """
+    target = inside(out, collection.name, run_id)
+    if not (target.exists() or target.is_symlink()):
+        return None
+    problems = verify_release(target) if target.is_dir() or target.is_symlink() else [f"{target.name}: not a folder"]
+    if not problems:
+        try:
+            fingerprint = json.loads((target / MANIFEST).read_text(encoding="utf-8")).get("fingerprint")
+        except (ValueError, AttributeError):
+            fingerprint = None
+        if fingerprint != collection.fingerprint():
+            problems.append(f"{MANIFEST}: its parameter fingerprint is not this collection's")
+    if problems:
+        raise CollectionError(f"{target}: run id {run_id!r} is already published but does not verify ({problems[0]}); "
+                              "nothing was run: restore the folder, or use another run id")
+    return target
