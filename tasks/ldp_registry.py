@@ -18,7 +18,7 @@ from pathlib import Path
 from dprelease.dp.accounting.databases import connect_own
 from dprelease.dp.errors import ParameterError
 from dprelease.schemas.identifiers import inside, within
-from dprelease.schemas.ldp import Collection, CollectionError, load_collection
+from dprelease.schemas.ldp import MAX_OLH_CELLS, Collection, CollectionError, load_collection
 from dprelease.tasks.staging import MANIFEST, verify_release
 
 _TABLE = ("CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
@@ -85,12 +85,28 @@ def register(registry: Path, collection: Collection) -> bool:
     return row is None
 
 
+def _reports_declared(batches: Path) -> int:
+    """The reports the batches' Parquet footers declare (an unreadable file declares none: it is refused later)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path in batches.glob("*.parquet"):
+        if path.is_file():
+            try:
+                total += pq.read_metadata(path).num_rows
+            except (pa.ArrowInvalid, OSError):
+                continue
+    return total
+
+
 def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -> Collection:
     """The collection of ``spec``, and what a run can check without a report, before anything starts or is registered.
 
     Raises:
         CollectionError: Naming the setting and the rule: a bad spec, no batch folder or no ``*.parquet`` in it, an
-            output folder that is a file, a registry that is not one, changed parameters (a run id already published
+            output folder that is a file, a registry that is not one, changed parameters, an OLH collection whose
+            batches hold more reports × values than :data:`schemas.ldp.MAX_OLH_CELLS` (a run id already published
             is :func:`published_run`'s).
     """
     collection = load_collection(spec)
@@ -100,6 +116,11 @@ def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -
         raise CollectionError(f"{collection.source}: batches: {batches} {what}; name the folder of report batches")
     if not any(batches.glob("*.parquet")):
         raise CollectionError(f"{collection.source}: batches: {batches} holds no *.parquet batch")
+    if collection.protocol == "OLH" and (reports := _reports_declared(batches)) * collection.k > MAX_OLH_CELLS:
+        raise CollectionError(f"{collection.source}: values: OLH hashes every report with every value, and "
+                              f"{reports} reports in {batches} x {collection.k} values is above the limit of "
+                              f"{MAX_OLH_CELLS:,} per run (about 5 minutes); decode fewer batches per run (move "
+                              "decoded ones out of the folder), or collect a long value list with RAPPOR")
     if out.exists() and not out.is_dir():
         raise CollectionError(f"--out {out}: is not a folder")
     if within(batches, out) or within(out, batches):

@@ -384,3 +384,29 @@ def test_a_published_run_id_run_again_is_verified_exit_0_and_refused_in_one_line
         with pytest.raises(CollectionError, match=re.escape(expected)):
             ldp_collect(spec=str(path), out=str(out), registry=str(registry), run_id="day1")
     assert (target / "extra.txt").read_text() == "x"  # nothing of it removed or rewritten
+
+
+def test_an_olh_collection_beyond_the_decoding_limit_is_one_line_before_anything_is_registered(
+        tmp_path, capsys, monkeypatch):
+    from dprelease.tasks.ldp_registry import preflight
+
+    folder = tmp_path / "ldp"
+    folder.mkdir()
+    doc = yaml.safe_load((EXAMPLE / "collection.yaml").read_text())
+    doc["protocol"] = "OLH"
+    (folder / "olh.yaml").write_text(yaml.safe_dump(doc))
+    collection = load_collection(folder / "olh.yaml")
+    collection.batches.mkdir()
+    for day in (1, 2):
+        batch = encode_batch(collection, population(500, seed=day), SeededBits(day), first_id=day * 500, prefix="r")
+        pq.write_table(batch, collection.batches / f"day-{day}.parquet")
+    out, registry = tmp_path / "out", tmp_path / "reg.sqlite"
+    monkeypatch.setattr("dprelease.tasks.ldp_registry.MAX_OLH_CELLS", 1000 * 26 - 1)
+    code = main(["ldp-collect", str(folder / "olh.yaml"), "--out", str(out), "--registry", str(registry)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert (f"olh.yaml: values: OLH hashes every report with every value, and 1000 reports in {collection.batches} "
+            "x 26 values is above the limit of 25,999 per run") in err[0]
+    assert not registry.exists() and not out.exists()
+    monkeypatch.setattr("dprelease.tasks.ldp_registry.MAX_OLH_CELLS", 1000 * 26)  # at the limit: it runs
+    assert preflight(folder / "olh.yaml", out, registry, None) == collection
