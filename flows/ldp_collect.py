@@ -30,13 +30,16 @@ from dprelease.tasks.ldp import (
     write_manifest,
     write_outputs,
 )
-from dprelease.tasks.ldp_registry import preflight, published_run, register
+from dprelease.tasks.ldp_registry import accepted_before, preflight, published_run, register
 
 
 @task(name="check_batches", **PUBLIC)
-def check_task(spec: str) -> list[BatchCheck]:
-    """Great Expectations checks of every batch (reports are already randomised: no raw value here)."""
-    return check_batches(load_collection(spec))
+def check_task(spec: str, first: list[str]) -> list[BatchCheck]:
+    """Great Expectations checks of every batch (reports are already randomised: no raw value here).
+
+    ``first``: the batches earlier runs accepted, whose report ids a new batch may not take over.
+    """
+    return check_batches(load_collection(spec), first)
 
 
 @task(name="decode_and_publish", **PUBLIC)
@@ -73,7 +76,7 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
     if run_id is not None and (done := published_run(root, collection, rid)) is not None:
         logger.info("%s run %s is already published and verifies: %s", collection.name, rid, done)
         return str(done)
-    checks = check_task(str(collection.source))
+    checks = check_task(str(collection.source), accepted_before(book, collection))
     accepted = [c.name for c in checks if c.accepted]
     refused = [c for c in checks if not c.accepted]
     logger.info("%s: %d batch(es) accepted (%d reports), %d refused (%d reports)", collection.name, len(accepted),
@@ -83,7 +86,7 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
     if not accepted:
         raise CollectionError(f"collection {collection.name!r}: no batch in {collection.batches} was accepted"
                               + (f" ({refused_summary(checks)})" if refused else " (the folder has no batch)"))
-    if register(book, collection):  # only once a batch with these parameters is accepted
+    if register(book, collection, [(c.name, c.sha256) for c in checks if c.accepted]):  # once one is accepted
         logger.info("collection %s registered with parameter fingerprint %s", collection.name,
                     collection.fingerprint())
     target = inside(root, collection.name, rid)

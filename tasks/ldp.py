@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,8 +181,27 @@ def _check_file(path: Path, collection: Collection, validate: Callable[[Any], li
     return check
 
 
-def check_batches(collection: Collection) -> list[BatchCheck]:
+def arrival_order(files: Sequence[Path], first: Sequence[str] = ()) -> list[Path]:
+    """The batches in the order their report ids are claimed: ``first`` (accepted by earlier runs), then by arrival.
+
+    Arrival is the file's modification time (then its name): a batch copied in later is later, whatever its name.
+    """
+    rank = {name: index for index, name in enumerate(first)}
+
+    def arrived(path: Path) -> int:
+        try:
+            return path.lstat().st_mtime_ns
+        except OSError:
+            return 0
+
+    return sorted(files, key=lambda p: (0, rank[p.name], 0, p.name) if p.name in rank else (1, 0, arrived(p), p.name))
+
+
+def check_batches(collection: Collection, first: Sequence[str] = ()) -> list[BatchCheck]:
     """Validate every batch of the collection with Great Expectations; duplicates across batches refuse the later.
+
+    Later is by :func:`arrival_order`: the batches earlier runs accepted (``first``, from the registry) keep their
+    report ids, then new batches in order of arrival, never by file name.
 
     A batch is refused whole when it breaks any rule (wrong parameter fingerprint, a malformed bit vector,
     a value out of range, a missing column, a duplicate report id, no rows): its reports are not used, it is
@@ -192,7 +211,7 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    files = sorted(collection.batches.glob("*.parquet")) if collection.batches.is_dir() else []
+    files = arrival_order(list(collection.batches.glob("*.parquet")), first) if collection.batches.is_dir() else []
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     definition = (context.data_sources.add_pandas("ldp").add_dataframe_asset(collection.name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,6 +23,9 @@ from dprelease.tasks.staging import MANIFEST, verify_release
 
 _TABLE = ("CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
           "parameters TEXT NOT NULL, created_at REAL NOT NULL)")
+_BATCHES = ("CREATE TABLE IF NOT EXISTS batches (collection TEXT NOT NULL, name TEXT NOT NULL, sha256 TEXT NOT NULL, "
+            "accepted_at REAL NOT NULL, PRIMARY KEY (collection, name))")
+"""The batches a run of each collection accepted, in the order first accepted: later runs check them first."""
 
 
 @contextmanager
@@ -66,23 +69,55 @@ def check_registered(registry: Path, collection: Collection) -> None:
     _refuse_changed(collection, None if row is None else str(row[0]))
 
 
-def register(registry: Path, collection: Collection) -> bool:
-    """Record the collection's parameters on its first accepted run; True when it was new.
+def register(registry: Path, collection: Collection, accepted: Sequence[tuple[str, str]] = ()) -> bool:
+    """Record the collection's parameters on its first accepted run, and the batches (name, SHA-256) it accepted.
+
+    A batch is recorded once, when a run first accepts it: :func:`accepted_before` gives later runs that order.
+
+    Returns:
+        True when the collection was new.
 
     Raises:
-        CollectionError: If the collection exists with other parameters (they are fixed at creation).
+        CollectionError: If the collection exists with other parameters (they are fixed at creation); nothing is
+            recorded then.
     """
     with _open(registry) as db:
         db.execute(_TABLE)
+        db.execute(_BATCHES)
         db.execute("BEGIN IMMEDIATE")
-        row = db.execute("SELECT fingerprint FROM collections WHERE name = ?", (collection.name,)).fetchone()
-        if row is None:
-            db.execute("INSERT INTO collections VALUES (?, ?, ?, ?)", (
-                collection.name, collection.fingerprint(), json.dumps(collection.parameters(), sort_keys=True),
-                time.time()))
+        try:
+            row = db.execute("SELECT fingerprint FROM collections WHERE name = ?", (collection.name,)).fetchone()
+            _refuse_changed(collection, None if row is None else str(row[0]))
+            now = time.time()
+            if row is None:
+                db.execute("INSERT INTO collections VALUES (?, ?, ?, ?)", (
+                    collection.name, collection.fingerprint(), json.dumps(collection.parameters(), sort_keys=True),
+                    now))
+            db.executemany("INSERT OR IGNORE INTO batches VALUES (?, ?, ?, ?)",
+                           [(collection.name, name, digest, now) for name, digest in accepted])
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
         db.execute("COMMIT")
-    _refuse_changed(collection, None if row is None else str(row[0]))
     return row is None
+
+
+def accepted_before(registry: Path, collection: Collection) -> list[str]:
+    """The batches earlier runs of the collection accepted, in the order first accepted (reads; creates nothing).
+
+    The batch check takes these first, then new batches in order of arrival: a batch that repeats report ids of
+    one already accepted is the one refused, whatever the file names (a retried upload named ``0-retry.parquet``
+    no longer took the place of the day it repeated).
+    """
+    if not registry.is_file():
+        return []
+    with _open(registry) as db:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'batches'").fetchone() is None:
+            return []
+        rows = db.execute("SELECT name FROM batches WHERE collection = ? ORDER BY accepted_at, rowid",
+                          (collection.name,)).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def _reports_declared(batches: Path) -> int:

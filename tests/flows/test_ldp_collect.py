@@ -410,3 +410,29 @@ def test_an_olh_collection_beyond_the_decoding_limit_is_one_line_before_anything
     assert not registry.exists() and not out.exists()
     monkeypatch.setattr("dprelease.tasks.ldp_registry.MAX_OLH_CELLS", 1000 * 26)  # at the limit: it runs
     assert preflight(folder / "olh.yaml", out, registry, None) == collection
+
+
+def test_a_batch_repeating_report_ids_is_refused_by_arrival_never_by_its_file_name(prefect_harness, tmp_path):
+    import os
+
+    from dprelease.flows.ldp_collect import ldp_collect
+    from dprelease.tasks.ldp import check_batches
+
+    path = _collection(tmp_path, people=2_000, days=1)
+    collection = load_collection(path)
+    out, registry = str(tmp_path / "out"), str(tmp_path / "reg.sqlite")
+    first = Path(ldp_collect(spec=str(path), out=out, registry=registry, run_id="first"))
+    assert json.loads((first / "audit.json").read_text())["batches"]["accepted"] == ["day-1.parquet"]
+    # A client's retry re-sends 50 reports of day 1, in a file whose name sorts first.
+    day1 = pq.read_table(collection.batches / "day-1.parquet")
+    pq.write_table(day1.slice(0, 50), collection.batches / "0-retry.parquet")
+    again = Path(ldp_collect(spec=str(path), out=out, registry=registry, run_id="again"))
+    batches = json.loads((again / "audit.json").read_text())["batches"]
+    assert batches["accepted"] == ["day-1.parquet"] and batches["reports_used"] == 2_000  # the day is kept
+    assert batches["refused"] == {"0-retry.parquet": ["column 'report_id': report ids already used in batch "
+                                                      "day-1.parquet"]}
+    # With no run before (nothing registered), the batch that arrived first keeps its ids.
+    os.utime(collection.batches / "0-retry.parquet", ns=(2_000_000_000 * 10**9,) * 2)  # arrived after day 1
+    os.utime(collection.batches / "day-1.parquet", ns=(1_000_000_000 * 10**9,) * 2)
+    checks = {c.name: c for c in check_batches(collection)}
+    assert checks["day-1.parquet"].accepted and not checks["0-retry.parquet"].accepted
