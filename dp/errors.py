@@ -98,6 +98,14 @@ class LedgerError(DPError):
     """The ledger refuses an operation (unknown release, closed release, tampering, mismatched cap)."""
 
 
+class StorageError(DPError, ReleaseError):
+    """The disk under the ledger (or the LDP registry) refused a write: full, over quota, or an input/output error.
+
+    Exit 1, as an operating system's refusal; the message names the file and what to do, never SQLite's or the
+    system's text.
+    """
+
+
 class InternalError(DPError, AssertionError):
     """An invariant of dprelease itself failed; this is a bug."""
 

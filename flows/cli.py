@@ -361,16 +361,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_ldp_collect(args: argparse.Namespace) -> int:
     """Run the ldp-collect flow on the embedded Prefect API; print where the estimates went."""
     from dprelease.flows.settings import spawn_embedded_server, without_heartbeats
-    from dprelease.tasks.ldp_registry import preflight
+    from dprelease.tasks.ldp_registry import preflight, published_run
 
     server = spawn_embedded_server()
     registry = args.registry or str(state_dir() / "ldp.sqlite")
-    try:  # a bad spec, folder or registry is one line, and stops the server
+    try:  # a bad spec, folder or registry, or a published run id (verified), is one line, and stops the server
         collection = preflight(args.spec, Path(args.out).resolve(), Path(registry).resolve(), args.run_id)
+        done = None if args.run_id is None else published_run(Path(args.out).resolve(), collection, args.run_id)
     except BaseException:
         if server is not None:
             server.stop()
         raise
+    if done is not None:
+        if server is not None:
+            server.stop()
+        print(f"{collection.name} run {args.run_id} is already published and verifies: {done} (nothing was run)")
+        return EXIT_PASS
     from dprelease.flows.ldp_collect import ldp_collect
 
     if not args.debug:

@@ -21,14 +21,25 @@ from dprelease.dp.errors import LedgerError
 from dprelease.schemas.identifiers import check_identifier, inside
 from dprelease.schemas.ldp import CollectionError, load_collection
 from dprelease.tasks import PUBLIC
-from dprelease.tasks.ldp import BatchCheck, aggregate, check_batches, estimates_table, refused_summary, write_outputs
-from dprelease.tasks.ldp_registry import preflight, register
+from dprelease.tasks.ldp import (
+    BatchCheck,
+    aggregate,
+    check_batches,
+    estimates_table,
+    refused_summary,
+    write_manifest,
+    write_outputs,
+)
+from dprelease.tasks.ldp_registry import accepted_before, preflight, published_run, register
 
 
 @task(name="check_batches", **PUBLIC)
-def check_task(spec: str) -> list[BatchCheck]:
-    """Great Expectations checks of every batch (reports are already randomised: no raw value here)."""
-    return check_batches(load_collection(spec))
+def check_task(spec: str, first: list[str]) -> list[BatchCheck]:
+    """Great Expectations checks of every batch (reports are already randomised: no raw value here).
+
+    ``first``: the batches earlier runs accepted, whose report ids a new batch may not take over.
+    """
+    return check_batches(load_collection(spec), first)
 
 
 @task(name="decode_and_publish", **PUBLIC)
@@ -52,16 +63,20 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
         run_id: The run's id (default: the UTC time).
 
     Returns:
-        The published folder.
+        The published folder (a run id already published is verified and returned as it is: nothing runs).
 
     Raises:
-        CollectionError: If the spec is invalid, its parameters changed, or no batch was accepted.
+        CollectionError: If the spec is invalid, its parameters changed, no batch was accepted, or the run id is
+            published and does not verify.
     """
     logger = get_run_logger()
     rid = check_identifier("run id", run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}")
     root, book = Path(out).resolve(), Path(registry).resolve()
     collection = preflight(spec, root, book, run_id)
-    checks = check_task(str(collection.source))
+    if run_id is not None and (done := published_run(root, collection, rid)) is not None:
+        logger.info("%s run %s is already published and verifies: %s", collection.name, rid, done)
+        return str(done)
+    checks = check_task(str(collection.source), accepted_before(book, collection))
     accepted = [c.name for c in checks if c.accepted]
     refused = [c for c in checks if not c.accepted]
     logger.info("%s: %d batch(es) accepted (%d reports), %d refused (%d reports)", collection.name, len(accepted),
@@ -71,13 +86,17 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
     if not accepted:
         raise CollectionError(f"collection {collection.name!r}: no batch in {collection.batches} was accepted"
                               + (f" ({refused_summary(checks)})" if refused else " (the folder has no batch)"))
-    if register(book, collection):  # only once a batch with these parameters is accepted
+    if register(book, collection, [(c.name, c.sha256) for c in checks if c.accepted]):  # once one is accepted
         logger.info("collection %s registered with parameter fingerprint %s", collection.name,
                     collection.fingerprint())
     target = inside(root, collection.name, rid)
-    if target.exists():
-        raise CollectionError(f"{target}: already published; use another run id")
     with release_lock(book, f"{collection.name}.{rid}"):  # one run of a run id at a time; held while it stages
+        if target.exists() or target.is_symlink():  # published by a run of this id since the check above
+            if run_id is None:  # a default id of the same second: another run's
+                raise CollectionError(f"{target}: already published; use another run id")
+            done = published_run(root, collection, rid)
+            logger.info("%s run %s is already published and verifies: %s", collection.name, rid, done)
+            return str(done)
         sweep_stagings(root / collection.name, book, collection.name)
         staging = inside(root, collection.name, f".staging-{rid}")
         if staging.exists():
@@ -87,6 +106,7 @@ def ldp_collect(spec: str, out: str = "releases-ldp", registry: str = ".dpreleas
         try:
             decode_task(str(collection.source), checks, str(staging))
             (staging / STAGING_MARK).unlink()
+            write_manifest(collection, staging)  # over exactly the files published
             os.chmod(staging, 0o755)
             os.rename(staging, target)
         except BaseException:

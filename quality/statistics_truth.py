@@ -93,17 +93,35 @@ def true_statistics(rows: Sequence[_Row], document: Mapping[str, Any], table: pa
     grouped = {by: group_index(table.column(by), list(categories), on_unknown)
                for by, (categories, on_unknown) in (groups or {}).items() if by in used}
     functions = {str(a["name"]): a for a in document.get("aggregates", ())}
+    columns: dict[str, FloatArray] = {}
+    split: dict[tuple[str, str], dict[str, FloatArray]] = {}
+
+    def group_values(subject: str, by: str, group: str) -> FloatArray:
+        """The subject's values in the group: each (subject, by) split once, every group a slice of it."""
+        if (subject, by) not in split:  # rows in file order within each group, as values[mask] gives them
+            if by in grouped:
+                index, names = grouped[by], [str(name) for name in (groups or {})[by][0]]
+            else:  # matched by raw label
+                labels = table.column(by).cast(pa.string()).to_pylist()
+                names = [str(name) for name in dict.fromkeys(label for label in labels if label is not None)]
+                position = {name: g for g, name in enumerate(names)}
+                index = np.array([-1 if label is None else position[label] for label in labels], dtype=np.int64)
+            order = np.argsort(index, kind="stable")
+            edges = np.searchsorted(index[order], np.arange(len(names) + 1))
+            ordered = columns[subject][order]
+            split[subject, by] = {name: ordered[edges[g]:edges[g + 1]] for g, name in enumerate(names)}
+        return split[subject, by].get(group, np.zeros(0, dtype=np.float64))
+
     out = []
     for row in rows:
         if row.subject in functions:
             truth = _function(table, functions[row.subject])
         else:
-            values = _floats(table, row.subject)
-            if row.by is not None and row.group is not None and row.by in grouped:
-                values = values[grouped[row.by] == list((groups or {})[row.by][0]).index(row.group)]
-            elif row.by is not None and row.group is not None:
-                labels = np.asarray(table.column(row.by).cast(pa.string()).to_numpy(zero_copy_only=False))
-                values = values[labels == row.group]
+            if row.subject not in columns:
+                columns[row.subject] = _floats(table, row.subject)
+            values = columns[row.subject]
+            if row.by is not None and row.group is not None:
+                values = group_values(row.subject, row.by, row.group)
             truth = _moment(values, row.statistic, row.level)
         inside = (None if truth is None or row.low95 is None or row.high95 is None
                   else bool(row.low95 <= truth <= row.high95))

@@ -264,10 +264,11 @@ def intervals_chart(panels: Sequence[tuple[str, Sequence[tuple[str, float, float
         svg.text(8, y + 12, fit(subject, 12, WIDTH - 16), size=12, bold=True)
         top, bottom = y + title, y + title + row * len(groups)
         axis.draw(svg, top, bottom, "")
+        position = {group: index for index, group in enumerate(groups)}  # groups.index per row was quadratic
         for group in groups:
-            _row_label(svg, left, top + row * (groups.index(group) + 0.5), group)
+            _row_label(svg, left, top + row * (position[group] + 0.5), group)
         for group, estimate, low, high, quantile in rows:
-            yy = top + row * (groups.index(group) + 0.5)
+            yy = top + row * (position[group] + 0.5)
             colour = MUTED if quantile else _ACCENT
             if low is not None and high is not None:
                 svg.line(axis(low), yy, axis(high), yy, colour, width=1.0 if quantile else 2.2)

@@ -7,7 +7,7 @@ Post-processing of DP outputs only: everything here reads the public document th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,7 @@ def write_statistics_parquet(rows: Sequence[PublishedStatistic], path: Path) -> 
     """Write the rows as a Parquet table (one row a statistic; null where a value is not published)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     names = [f.name for f in fields(PublishedStatistic)]
-    columns = {name: [asdict(row)[name] for row in rows] for name in names}
+    columns = {name: [getattr(row, name) for row in rows] for name in names}  # fields of str, float, None
     pq.write_table(pa.table(columns, schema=_SCHEMA), path)
 
 

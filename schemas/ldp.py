@@ -38,6 +38,9 @@ MAX_EPSILON = 10
 """The largest epsilon a collection may state (per report; RAPPOR: longitudinal, which bounds one report's)."""
 MAX_DESIGN = 1 << 25
 """RAPPOR: the most cells m·k·values of the decoder's dense design matrix (about 35 s to decode at this size)."""
+MAX_OLH_CELLS = 5 * 10**10
+"""OLH: the most reports × values one run decodes (each report is hashed with each value: about 5 minutes at this
+size, 6.3 ns a hash on one core); checked before anything is registered, from the batches' footers."""
 
 
 class CollectionError(DPReleaseError, ValueError):

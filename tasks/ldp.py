@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from dprelease.dp.local.estimators import consistent, estimate
 from dprelease.dp.local.rappor import cohort_counts, decode
 from dprelease.reports.charts import estimates_chart
 from dprelease.schemas.ldp import Collection, CollectionError
+from dprelease.tasks.staging import MANIFEST, file_entries, manifest_seal
 
 DECODE_ALPHA = 0.1
 DECODE_ERROR = "per-family two-stage"
@@ -180,8 +181,27 @@ def _check_file(path: Path, collection: Collection, validate: Callable[[Any], li
     return check
 
 
-def check_batches(collection: Collection) -> list[BatchCheck]:
+def arrival_order(files: Sequence[Path], first: Sequence[str] = ()) -> list[Path]:
+    """The batches in the order their report ids are claimed: ``first`` (accepted by earlier runs), then by arrival.
+
+    Arrival is the file's modification time (then its name): a batch copied in later is later, whatever its name.
+    """
+    rank = {name: index for index, name in enumerate(first)}
+
+    def arrived(path: Path) -> int:
+        try:
+            return path.lstat().st_mtime_ns
+        except OSError:
+            return 0
+
+    return sorted(files, key=lambda p: (0, rank[p.name], 0, p.name) if p.name in rank else (1, 0, arrived(p), p.name))
+
+
+def check_batches(collection: Collection, first: Sequence[str] = ()) -> list[BatchCheck]:
     """Validate every batch of the collection with Great Expectations; duplicates across batches refuse the later.
+
+    Later is by :func:`arrival_order`: the batches earlier runs accepted (``first``, from the registry) keep their
+    report ids, then new batches in order of arrival, never by file name.
 
     A batch is refused whole when it breaks any rule (wrong parameter fingerprint, a malformed bit vector,
     a value out of range, a missing column, a duplicate report id, no rows): its reports are not used, it is
@@ -191,7 +211,7 @@ def check_batches(collection: Collection) -> list[BatchCheck]:
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    files = sorted(collection.batches.glob("*.parquet")) if collection.batches.is_dir() else []
+    files = arrival_order(list(collection.batches.glob("*.parquet")), first) if collection.batches.is_dir() else []
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     definition = (context.data_sources.add_pandas("ldp").add_dataframe_asset(collection.name)
@@ -326,6 +346,19 @@ def write_outputs(collection: Collection, target: Path, table: pa.Table, summary
     (target / "audit.json").write_text(json.dumps(audit, indent=2, default=float) + "\n", encoding="utf-8")
     for path in target.iterdir():
         os.chmod(path, 0o644)
+
+
+def write_manifest(collection: Collection, target: Path) -> None:
+    """``manifest.json``: every file of ``target`` with its size and SHA-256, sealed by ``manifest_sha256``.
+
+    Written last, over the folder as it is published; a re-run of the run id verifies it
+    (:func:`tasks.ldp_registry.published_run`), as a re-run of a central release verifies its manifest.
+    """
+    manifest: dict[str, object] = {"format": "dprelease-ldp-manifest/1", "collection": collection.name,
+                                   "fingerprint": collection.fingerprint(), "files": file_entries(target)}
+    manifest["manifest_sha256"] = manifest_seal(manifest)
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.chmod(target / MANIFEST, 0o644)
 
 
 def refused_summary(checks: list[BatchCheck]) -> str:

@@ -11,17 +11,21 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from dprelease.dp.accounting.databases import connect_own
 from dprelease.dp.errors import ParameterError
 from dprelease.schemas.identifiers import inside, within
-from dprelease.schemas.ldp import Collection, CollectionError, load_collection
+from dprelease.schemas.ldp import MAX_OLH_CELLS, Collection, CollectionError, load_collection
+from dprelease.tasks.staging import MANIFEST, verify_release
 
 _TABLE = ("CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
           "parameters TEXT NOT NULL, created_at REAL NOT NULL)")
+_BATCHES = ("CREATE TABLE IF NOT EXISTS batches (collection TEXT NOT NULL, name TEXT NOT NULL, sha256 TEXT NOT NULL, "
+            "accepted_at REAL NOT NULL, PRIMARY KEY (collection, name))")
+"""The batches a run of each collection accepted, in the order first accepted: later runs check them first."""
 
 
 @contextmanager
@@ -65,23 +69,70 @@ def check_registered(registry: Path, collection: Collection) -> None:
     _refuse_changed(collection, None if row is None else str(row[0]))
 
 
-def register(registry: Path, collection: Collection) -> bool:
-    """Record the collection's parameters on its first accepted run; True when it was new.
+def register(registry: Path, collection: Collection, accepted: Sequence[tuple[str, str]] = ()) -> bool:
+    """Record the collection's parameters on its first accepted run, and the batches (name, SHA-256) it accepted.
+
+    A batch is recorded once, when a run first accepts it: :func:`accepted_before` gives later runs that order.
+
+    Returns:
+        True when the collection was new.
 
     Raises:
-        CollectionError: If the collection exists with other parameters (they are fixed at creation).
+        CollectionError: If the collection exists with other parameters (they are fixed at creation); nothing is
+            recorded then.
     """
     with _open(registry) as db:
         db.execute(_TABLE)
+        db.execute(_BATCHES)
         db.execute("BEGIN IMMEDIATE")
-        row = db.execute("SELECT fingerprint FROM collections WHERE name = ?", (collection.name,)).fetchone()
-        if row is None:
-            db.execute("INSERT INTO collections VALUES (?, ?, ?, ?)", (
-                collection.name, collection.fingerprint(), json.dumps(collection.parameters(), sort_keys=True),
-                time.time()))
+        try:
+            row = db.execute("SELECT fingerprint FROM collections WHERE name = ?", (collection.name,)).fetchone()
+            _refuse_changed(collection, None if row is None else str(row[0]))
+            now = time.time()
+            if row is None:
+                db.execute("INSERT INTO collections VALUES (?, ?, ?, ?)", (
+                    collection.name, collection.fingerprint(), json.dumps(collection.parameters(), sort_keys=True),
+                    now))
+            db.executemany("INSERT OR IGNORE INTO batches VALUES (?, ?, ?, ?)",
+                           [(collection.name, name, digest, now) for name, digest in accepted])
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
         db.execute("COMMIT")
-    _refuse_changed(collection, None if row is None else str(row[0]))
     return row is None
+
+
+def accepted_before(registry: Path, collection: Collection) -> list[str]:
+    """The batches earlier runs of the collection accepted, in the order first accepted (reads; creates nothing).
+
+    The batch check takes these first, then new batches in order of arrival: a batch that repeats report ids of
+    one already accepted is the one refused, whatever the file names (a retried upload named ``0-retry.parquet``
+    no longer took the place of the day it repeated).
+    """
+    if not registry.is_file():
+        return []
+    with _open(registry) as db:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'batches'").fetchone() is None:
+            return []
+        rows = db.execute("SELECT name FROM batches WHERE collection = ? ORDER BY accepted_at, rowid",
+                          (collection.name,)).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+def _reports_declared(batches: Path) -> int:
+    """The reports the batches' Parquet footers declare (an unreadable file declares none: it is refused later)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path in batches.glob("*.parquet"):
+        if path.is_file():
+            try:
+                total += pq.read_metadata(path).num_rows
+            except (pa.ArrowInvalid, OSError):
+                continue
+    return total
 
 
 def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -> Collection:
@@ -89,7 +140,9 @@ def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -
 
     Raises:
         CollectionError: Naming the setting and the rule: a bad spec, no batch folder or no ``*.parquet`` in it, an
-            output folder that is a file, a run id already published, a registry that is not one, changed parameters.
+            output folder that is a file, a registry that is not one, changed parameters, an OLH collection whose
+            batches hold more reports × values than :data:`schemas.ldp.MAX_OLH_CELLS` (a run id already published
+            is :func:`published_run`'s).
     """
     collection = load_collection(spec)
     batches = collection.batches
@@ -98,12 +151,42 @@ def preflight(spec: Path | str, out: Path, registry: Path, run_id: str | None) -
         raise CollectionError(f"{collection.source}: batches: {batches} {what}; name the folder of report batches")
     if not any(batches.glob("*.parquet")):
         raise CollectionError(f"{collection.source}: batches: {batches} holds no *.parquet batch")
+    if collection.protocol == "OLH" and (reports := _reports_declared(batches)) * collection.k > MAX_OLH_CELLS:
+        raise CollectionError(f"{collection.source}: values: OLH hashes every report with every value, and "
+                              f"{reports} reports in {batches} x {collection.k} values is above the limit of "
+                              f"{MAX_OLH_CELLS:,} per run (about 5 minutes); decode fewer batches per run (move "
+                              "decoded ones out of the folder), or collect a long value list with RAPPOR")
     if out.exists() and not out.is_dir():
         raise CollectionError(f"--out {out}: is not a folder")
     if within(batches, out) or within(out, batches):
         raise CollectionError(f"--out {out}: must lie apart from the batch folder {batches.resolve()} (neither "
                               "inside the other): the public tree must never take the reports along")
-    if run_id is not None and inside(out, collection.name, run_id).exists():
-        raise CollectionError(f"{inside(out, collection.name, run_id)}: already published; use another run id")
     check_registered(registry, collection)
     return collection
+
+
+def published_run(out: Path, collection: Collection, run_id: str) -> Path | None:
+    """The run id's published folder when it is there and verifies; None when nothing is at its path.
+
+    As a central release's re-run of a published id, a re-run of a published run id runs nothing: the folder
+    must hold exactly the files its ``manifest.json`` lists, with their sizes and SHA-256, the manifest must
+    match its own seal, and the collection's fingerprint must be the spec's.
+
+    Raises:
+        CollectionError: If something is at the run id's path and does not verify (nothing is run or written).
+    """
+    target = inside(out, collection.name, run_id)
+    if not (target.exists() or target.is_symlink()):
+        return None
+    problems = verify_release(target) if target.is_dir() or target.is_symlink() else [f"{target.name}: not a folder"]
+    if not problems:
+        try:
+            fingerprint = json.loads((target / MANIFEST).read_text(encoding="utf-8")).get("fingerprint")
+        except (ValueError, AttributeError):
+            fingerprint = None
+        if fingerprint != collection.fingerprint():
+            problems.append(f"{MANIFEST}: its parameter fingerprint is not this collection's")
+    if problems:
+        raise CollectionError(f"{target}: run id {run_id!r} is already published but does not verify ({problems[0]}); "
+                              "nothing was run: restore the folder, or use another run id")
+    return target

@@ -33,7 +33,7 @@ from pathlib import Path
 from dprelease.dp.accounting.budget import Budget, Definition, PureBudget, ZCDPBudget, describe
 from dprelease.dp.accounting.conversions import zcdp_from_approx_cks
 from dprelease.dp.accounting.databases import connect_own
-from dprelease.dp.accounting.ledger_head import HeadMixin
+from dprelease.dp.accounting.ledger_head import AGAIN, HeadMixin
 from dprelease.dp.accounting.ledger_rows import (
     _GENESIS,
     _SCHEMA,
@@ -70,9 +70,11 @@ class Ledger(HeadMixin):
             ParameterError: ``path`` is a folder or device, a file that is not an SQLite database (or is damaged),
                 or an SQLite database of something else (it has tables, none of them a ledger's): nothing is
                 written into it.
+            StorageError: Its disk refuses a write (full, over quota, an input/output error), as it opens or later.
         """
         file = Path(path)
-        db = connect_own(file, "ledger", "datasets", "give the ledger's own file, or a new path for a new ledger")
+        db = connect_own(file, "ledger", "datasets", "give the ledger's own file, or a new path for a new ledger",
+                         AGAIN)
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
@@ -90,7 +92,8 @@ class Ledger(HeadMixin):
         try:
             yield self._db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # SQLite may have rolled back itself (a full disk): a ROLLBACK would fail
+                self._db.execute("ROLLBACK")
             raise
         else:
             self._db.execute("COMMIT")

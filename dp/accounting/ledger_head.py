@@ -12,8 +12,13 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dprelease.dp.accounting.databases import refused_write, storage_code
 from dprelease.dp.accounting.ledger_rows import _GENESIS, LedgerHead, head_path
-from dprelease.dp.errors import LedgerError
+from dprelease.dp.errors import LedgerError, StorageError
+
+AGAIN = ("run the same release id again: what it drew is replayed from the ledger, not drawn again (a draw whose "
+         "result could not be written stays booked, as lost)")
+"""How a :class:`~dp.errors.StorageError` of the ledger ends: what to do once its disk has room."""
 
 
 class HeadMixin:
@@ -35,8 +40,15 @@ class HeadMixin:
     def _write_head(self, head: LedgerHead) -> None:
         target = head_path(self.path)
         temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(head.to_dict()) + "\n", encoding="utf-8")
-        os.replace(temporary, target)
+        try:
+            temporary.write_text(json.dumps(head.to_dict()) + "\n", encoding="utf-8")
+            os.replace(temporary, target)
+        except OSError as err:
+            code = storage_code(err)
+            if code is None:
+                raise
+            temporary.unlink(missing_ok=True)
+            raise StorageError(refused_write(self.path, "ledger", code, AGAIN)) from None
 
     def check_head(self) -> None:
         """Verify the hash chain and that no row the head file records has gone; then move the head on.

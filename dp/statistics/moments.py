@@ -121,6 +121,31 @@ class MomentsMechanism:
         }
         return {name: answers[name] for name in self._parts}
 
+    def exact_answers_by_group(self, values: npt.ArrayLike, groups: npt.ArrayLike,
+                               count: int) -> dict[str, npt.NDArray[np.int64]]:
+        """:meth:`exact_answers` of every group 0..count-1 at once, each query's answers in group order.
+
+        One pass over the rows (sorted by group once), not one per group: the same integers as
+        ``np.concatenate([exact_answers(values[groups == g])[name] for g in range(count)])``. Raw data.
+        """
+        array, group = np.asarray(values, dtype=np.float64), np.asarray(groups, dtype=np.int64)
+        inside = (group >= 0) & (group < count)
+        present = inside & ~np.isnan(array)
+        order = np.argsort(group[present], kind="stable")
+        codes, sorted_groups = self.grid.encode(array[present])[order], group[present][order]
+        edges = np.searchsorted(sorted_groups, np.arange(count + 1))
+
+        def per_group(terms: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+            running = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(terms, dtype=np.int64)])
+            return np.asarray(running[edges[1:]] - running[edges[:-1]], dtype=np.int64)  # exact integers
+
+        below = np.bincount(group[inside & (array < self.grid.bounds.lower)], minlength=count)
+        above = np.bincount(group[inside & (array > self.grid.bounds.upper)], minlength=count)
+        answers = {"count": np.diff(edges).astype(np.int64), "sum": per_group(codes),
+                   "sum_of_squares": per_group(codes * codes),
+                   "clipped": np.column_stack([below, above]).astype(np.int64).ravel()}
+        return {name: answers[name] for name in self._parts}
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -190,6 +215,8 @@ class NoisyMoments:
     noisy: Mapping[str, tuple[int, ...]]
     records: tuple[MeasurementRecord, ...]
     seed: int
+    _drawn: dict[str, FloatArray] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _generator: list[np.random.Generator] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def _plug_in(self) -> tuple[float, float, float]:
         """The noisy (n, S, Q) projected onto the feasible set: n >= 1, |S| <= H n, S²/n <= Q <= H² n."""
@@ -201,11 +228,31 @@ class NoisyMoments:
         return n, s, q
 
     def _replicates(self, names: tuple[str, ...]) -> dict[str, FloatArray]:
-        rng = synthetic_generator(self.seed)
+        """Simulated answers of ``names``, drawn in that order from the generator of :attr:`seed`.
+
+        The statistics ask for prefixes of one order (count, sum, sum of squares), so the draws are kept with
+        the generator after them and a longer prefix continues it: the same numbers as drawing afresh, each
+        drawn once per object (a group's mean and std drew the count and the sum twice). Read-only arrays.
+        """
+        drawn: dict[str, FloatArray] = self._drawn
+        have = tuple(drawn)
+        if names[:len(have)] != have[:len(names)]:  # not a prefix of what was drawn: afresh, not kept
+            return self._draw(names, synthetic_generator(self.seed), {})
+        if len(names) > len(have):
+            rng = self._generator[0] if have else synthetic_generator(self.seed)
+            self._draw(names[len(have):], rng, drawn)
+            self._generator[:] = [rng]
+        return {name: drawn[name] for name in names}
+
+    def _draw(self, names: tuple[str, ...], rng: np.random.Generator,
+              into: dict[str, FloatArray]) -> dict[str, FloatArray]:
         parts = self.mechanism.parts()
         n, s, q = self._plug_in()
         plug = {"count": n, "sum": s, "sum_of_squares": q}
-        return {name: plug[name] + noise_draws(parts[name], SIMULATIONS, rng) for name in names}
+        for name in names:
+            into[name] = plug[name] + noise_draws(parts[name], SIMULATIONS, rng)
+            into[name].flags.writeable = False
+        return into
 
     def count(self) -> Estimate:
         """The noisy count of non-missing rows, with the closed-form interval of its noise."""
@@ -381,11 +428,11 @@ def measure_moments_by_group(
     if array.shape != group.shape:
         raise ParameterError("measure_moments_by_group: values and groups must have the same length")
     count = len(labels)
-    per_group = [mechanism.exact_answers(array[group == g]) for g in range(count)]
+    exact = mechanism.exact_answers_by_group(array, group, count)
     noisy_vectors: dict[str, IntArray] = {}
     records = []
     for name, part in mechanism.parts().items():
-        answers = np.concatenate([answer[name] for answer in per_group]) if count else np.zeros(0, dtype=np.int64)
+        answers = exact[name] if count else np.zeros(0, dtype=np.int64)
         result, record = measure(part, answers, context, stage=stage, query=f"{name}({column} by {by})")
         noisy_vectors[name] = np.asarray(result, dtype=np.int64)
         records.append(record)

@@ -280,3 +280,30 @@ def test_two_processes_racing_for_the_last_budget_exactly_one_wins(tmp_path):
     assert outcomes[1] == "refused" and outcomes[0] in ("r0", "r1")
     with Ledger.open(path) as ledger:
         assert ledger.status("pop").reserved == Fraction(3, 4)
+
+
+def test_a_write_the_disk_refuses_is_one_storage_error_naming_the_ledger_and_the_ledger_stays_usable(tmp_path):
+    from dprelease.dp.errors import ReleaseError, StorageError
+
+    path = tmp_path / "l.sqlite"
+    with Ledger.open(path) as ledger:
+        ledger.register("pop", "zcdp", CAP, DELTA)
+        ledger.reserve("pop", "r1", ZCDPBudget(Fraction(1, 2)))
+        _charge(ledger, "r1", Fraction(1, 8))
+        pages = ledger._db.execute("PRAGMA page_count").fetchone()[0]
+        ledger._db.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own limit: its refusal is SQLITE_FULL
+        with pytest.raises(StorageError) as caught:
+            ledger.seal("r1", "one_way/q", json.dumps({"counts": list(range(20_000))}))
+        message = str(caught.value)
+        assert message.startswith(f"ledger {path}: could not be written: its disk is full")
+        assert "run the same release id again" in message and "replayed" in message
+        assert "OperationalError" not in message and "database or disk is full" not in message  # not SQLite's text
+        assert isinstance(caught.value, ReleaseError) and caught.value.__cause__ is None
+        assert not ledger._db.in_transaction  # SQLite rolled back; no ROLLBACK error replaced the refusal
+        assert ledger.sealed("r1", "one_way/q") is None
+        ledger._db.execute(f"PRAGMA max_page_count = {pages + 1000}")  # room again
+        ledger.seal("r1", "one_way/q", "{}")
+        ledger.publish("r1")
+    with Ledger.open(path) as ledger:
+        ledger.verify()
+        assert ledger.release_status("r1") == "published"

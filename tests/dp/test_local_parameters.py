@@ -60,3 +60,18 @@ def test_olh_support_counts_the_reports_whose_hash_of_each_value_is_their_bucket
     expected = [int(np.count_nonzero(olh_hash(seeds, np.full(seeds.shape, v), protocol.g) == buckets))
                 for v in range(protocol.k)]
     assert protocol.support((seeds, buckets)).tolist() == expected
+
+
+def test_olh_support_in_blocks_counts_as_each_reports_own_hash(monkeypatch):
+    import numpy as np
+
+    import dprelease.dp.local.randomizers as randomizers
+    from dprelease.dp.local.randomizers import olh_hash
+
+    monkeypatch.setattr(randomizers, "OLH_BLOCK", 700)  # 2,000 reports: two whole blocks and a part
+    protocol = OLH(40, 2.5)
+    rng = np.random.default_rng(5)  # public test reports (no sensitive value)
+    seeds, buckets = rng.integers(0, 1 << 62, 2000), rng.integers(0, protocol.g, 2000)
+    hashes = np.stack([olh_hash(seeds, np.full(seeds.shape, v), protocol.g) for v in range(protocol.k)])
+    assert protocol.support((seeds, buckets)).tolist() == (hashes == buckets).sum(axis=1).tolist()
+    assert protocol.support((seeds[:1], buckets[:1])).tolist() == (hashes[:, :1] == buckets[:1]).sum(axis=1).tolist()

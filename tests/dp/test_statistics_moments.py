@@ -243,3 +243,41 @@ def test_the_grouped_answers_move_no_more_than_one_groups_answer_would(rows):
             delta = (after - before).astype(float)
             bound = float(part.l1_sensitivity)  # pure DP: discrete Laplace; zCDP uses the same number as L2
             assert np.abs(delta).sum() <= bound and np.sqrt((delta ** 2).sum()) <= bound
+
+
+def test_every_groups_answers_in_one_pass_are_each_groups_own():
+    """exact_answers_by_group: the integers of exact_answers on each group's rows, in group order (with clipped)."""
+    grid = Grid(ClipBounds(0.0, 10.0), half_steps=50)
+    mechanism = MomentsMechanism(grid, PureBudget(Fraction(1)), weights=ALL)
+    rng = np.random.default_rng(11)  # test data
+    values = rng.uniform(-3, 13, 5_000)  # beyond both bounds too
+    values[rng.random(values.size) < 0.1] = np.nan
+    groups = rng.integers(-1, 40, values.size)
+    groups[groups == 7] = 8  # group 7 empty
+    count = 45  # groups 40..44 empty as well
+    together = mechanism.exact_answers_by_group(values, groups, count)
+    alone = [mechanism.exact_answers(values[groups == g]) for g in range(count)]
+    for name in ("count", "sum", "sum_of_squares", "clipped"):
+        assert together[name].dtype == np.int64
+        assert together[name].tolist() == np.concatenate([a[name] for a in alone]).tolist(), name
+    nothing = mechanism.exact_answers_by_group(np.array([np.nan, 4.0]), np.array([0, -1]), 2)
+    assert {name: v.tolist() for name, v in nothing.items()} == {
+        "count": [0, 0], "sum": [0, 0], "sum_of_squares": [0, 0], "clipped": [0, 0, 0, 0]}
+
+
+def test_a_groups_statistics_are_the_same_whichever_are_asked_first(context):
+    """The simulated draws kept between statistics are the ones each statistic would draw afresh."""
+    grid = Grid(ClipBounds(0.0, 10.0), half_steps=20)
+    mechanism = MomentsMechanism(grid, PureBudget(Fraction(1)))
+    rng = np.random.default_rng(4)  # test data
+    values, groups = rng.uniform(0, 10, 300), rng.integers(0, 3, 300)
+
+    def fresh():
+        return measure_moments_by_group(values, groups, ["a", "b", "c"], mechanism, context, column="x", by="g",
+                                        seed=5)  # replayed: the same noisy answers every time
+
+    in_order = [[m.count(), m.sum(), m.mean(), m.variance(), m.std()] for m in fresh()]
+    backwards = [[m.std(), m.variance(), m.mean(), m.sum(), m.count()][::-1] for m in fresh()]
+    alone = [[fresh()[g].count(), fresh()[g].sum(), fresh()[g].mean(), fresh()[g].variance(), fresh()[g].std()]
+             for g in range(3)]
+    assert in_order == backwards == alone

@@ -197,3 +197,50 @@ def test_only_the_systems_own_refusals_are_worded_and_never_by_the_exceptions_te
     for other in (OSError("a library's message quoting a value 41234"), OSError(errno.ENOENT, "gone", "/a/b")):
         expected = f"unexpected failure ({type(other).__name__}); run with --debug for the traceback"
         assert describe_failure(other, "release") == expected
+
+
+def _full_after(pages: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ledger connection may grow its file by ``pages`` pages: SQLite then refuses as on a full disk.
+
+    ``PRAGMA max_page_count`` is SQLite's own limit; the refusal (SQLITE_FULL) is SQLite's, not a stand-in.
+    """
+    import dprelease.dp.accounting.ledger as ledger_module
+
+    real = ledger_module.connect_own
+
+    def limited(*args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        db = real(*args, **kwargs)  # type: ignore[arg-type]
+        size = int(db.execute("PRAGMA page_count").fetchone()[0])
+        db.execute(f"PRAGMA max_page_count = {size + pages}")
+        return db
+
+    monkeypatch.setattr(ledger_module, "connect_own", limited)
+
+
+@pytest.mark.e2e
+def test_a_ledger_on_a_full_disk_is_one_line_naming_it_and_the_same_release_id_then_replays(
+    harness_api, tmp_path, capsys, monkeypatch
+):
+    spec = _example(tmp_path / "example")
+    out, ledger = tmp_path / "out", tmp_path / "ledger.sqlite"
+    with Ledger.open(ledger):
+        pass  # the ledger's tables exist: the release runs until its draws no longer fit
+    _full_after(4, monkeypatch)
+    argv = ["release", str(spec), "--out", str(out), "--ledger", str(ledger), "--release-id", "full"]
+    assert main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert err == [f"dprelease release: ledger {ledger}: could not be written: its disk is full (or its quota or "
+                   "file size limit reached); free space on its disk (or move it to a disk with room) and run the "
+                   "same release id again: what it drew is replayed from the ledger, not drawn again (a draw whose "
+                   "result could not be written stays booked, as lost)"], err
+    monkeypatch.undo()
+    with Ledger.open(ledger) as book:  # it opens: the hash chain and the head are intact
+        before = [c.seq for c in book.charges(release_id="full")]
+    assert before  # it failed after drawing: the case where the advice matters
+    assert main(argv) == 0
+    with Ledger.open(ledger) as book:
+        charges = book.charges(release_id="full")
+        assert book.release_status("full") == "published"
+    assert [c.seq for c in charges][:len(before)] == before
+    # Replayed, not drawn again: only the draw whose result could not be sealed is booked (as lost) twice.
+    assert len(charges) - len({(c.stage, c.query) for c in charges}) <= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -42,7 +43,8 @@ def test_a_collection_is_decoded_and_published_with_its_guarantee(prefect_harnes
     path = _collection(tmp_path, spec, people=40_000)
     target = Path(ldp_collect(spec=str(path), out=str(tmp_path / "out"), registry=str(tmp_path / "reg.sqlite"),
                               run_id="day2"))
-    assert {p.name for p in target.iterdir()} == {"estimates.parquet", "estimates.csv", "chart.svg", "audit.json"}
+    assert {p.name for p in target.iterdir()} == {"estimates.parquet", "estimates.csv", "chart.svg", "audit.json",
+                                                  "manifest.json"}
     chart = ET.parse(target / "chart.svg").getroot()  # a standalone SVG file: namespace declared
     assert chart.tag == "{http://www.w3.org/2000/svg}svg" and len(chart.findall("{http://www.w3.org/2000/svg}rect")) > 1
     audit = json.loads((target / "audit.json").read_text())
@@ -240,14 +242,15 @@ def test_a_mistake_that_needs_no_report_is_one_line_exit_2_and_registers_nothing
         db.commit()
         db.close()
     else:
-        (out / "covid-states" / "day1").mkdir(parents=True)
+        (out / "covid-states" / "day1").mkdir(parents=True)  # no manifest: it does not verify
     before = _registry_rows(registry) if registry.is_file() and mistake != "registry-not-sqlite" else None
     code = main(["ldp-collect", str(path), "--out", str(out), "--registry", str(registry), "--run-id", "day1"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     expected = {"no-folder": "does not exist", "empty-folder": "holds no *.parquet batch",
                 "out-is-a-file": "is not a folder", "registry-is-a-folder": "must be a file",
-                "registry-not-sqlite": "is not an SQLite database", "published-run-id": "already published",
+                "registry-not-sqlite": "is not an SQLite database",
+                "published-run-id": "already published but does not verify",
                 "registry-of-another-application": "is an SQLite database of something else",
                 "out-above-the-batches": "must lie apart from the batch folder",
                 "out-among-the-batches": "must lie apart from the batch folder"}[mistake]
@@ -348,3 +351,88 @@ def test_staging_folders_of_killed_runs_are_swept_and_a_running_ones_kept(tmp_pa
         sweep_stagings(folder, registry, "covid-states")
     assert sorted(p.name for p in folder.iterdir()) == [".staging-foreign", ".staging-running"]  # not ours: kept
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no lock file left beside the registry
+
+
+def test_a_published_run_id_run_again_is_verified_exit_0_and_refused_in_one_line_when_it_does_not_verify(
+        prefect_harness, tmp_path, capsys):
+    from dprelease.flows.ldp_collect import ldp_collect
+
+    path = _collection(tmp_path, people=2_000, days=1)
+    out, registry = tmp_path / "out", tmp_path / "reg.sqlite"
+    target = Path(ldp_collect(spec=str(path), out=str(out), registry=str(registry), run_id="day1"))
+    published = {p.name: p.read_bytes() for p in target.iterdir()}
+    argv = ["ldp-collect", str(path), "--out", str(out), "--registry", str(registry), "--run-id", "day1"]
+    capsys.readouterr()
+    assert main(argv) == 0  # as `release` of a published id: verified, nothing run
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert len(lines) == 1 and "covid-states run day1 is already published and verifies" in lines[0], lines
+    assert not captured.err.strip()
+    assert ldp_collect(spec=str(path), out=str(out), registry=str(registry), run_id="day1") == str(target)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == published
+    for damage in ("edited", "added"):
+        if damage == "edited":
+            (target / "estimates.csv").write_text("value,estimate\nCA,1\n")
+            expected = "estimates.csv: SHA-256 does not match the manifest"
+        else:
+            (target / "estimates.csv").write_bytes(published["estimates.csv"])
+            (target / "extra.txt").write_text("x")
+            expected = "extra.txt: not listed in the manifest"
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "already published but does not verify" in err[0] and expected in err[0], err
+        with pytest.raises(CollectionError, match=re.escape(expected)):
+            ldp_collect(spec=str(path), out=str(out), registry=str(registry), run_id="day1")
+    assert (target / "extra.txt").read_text() == "x"  # nothing of it removed or rewritten
+
+
+def test_an_olh_collection_beyond_the_decoding_limit_is_one_line_before_anything_is_registered(
+        tmp_path, capsys, monkeypatch):
+    from dprelease.tasks.ldp_registry import preflight
+
+    folder = tmp_path / "ldp"
+    folder.mkdir()
+    doc = yaml.safe_load((EXAMPLE / "collection.yaml").read_text())
+    doc["protocol"] = "OLH"
+    (folder / "olh.yaml").write_text(yaml.safe_dump(doc))
+    collection = load_collection(folder / "olh.yaml")
+    collection.batches.mkdir()
+    for day in (1, 2):
+        batch = encode_batch(collection, population(500, seed=day), SeededBits(day), first_id=day * 500, prefix="r")
+        pq.write_table(batch, collection.batches / f"day-{day}.parquet")
+    out, registry = tmp_path / "out", tmp_path / "reg.sqlite"
+    monkeypatch.setattr("dprelease.tasks.ldp_registry.MAX_OLH_CELLS", 1000 * 26 - 1)
+    code = main(["ldp-collect", str(folder / "olh.yaml"), "--out", str(out), "--registry", str(registry)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert (f"olh.yaml: values: OLH hashes every report with every value, and 1000 reports in {collection.batches} "
+            "x 26 values is above the limit of 25,999 per run") in err[0]
+    assert not registry.exists() and not out.exists()
+    monkeypatch.setattr("dprelease.tasks.ldp_registry.MAX_OLH_CELLS", 1000 * 26)  # at the limit: it runs
+    assert preflight(folder / "olh.yaml", out, registry, None) == collection
+
+
+def test_a_batch_repeating_report_ids_is_refused_by_arrival_never_by_its_file_name(prefect_harness, tmp_path):
+    import os
+
+    from dprelease.flows.ldp_collect import ldp_collect
+    from dprelease.tasks.ldp import check_batches
+
+    path = _collection(tmp_path, people=2_000, days=1)
+    collection = load_collection(path)
+    out, registry = str(tmp_path / "out"), str(tmp_path / "reg.sqlite")
+    first = Path(ldp_collect(spec=str(path), out=out, registry=registry, run_id="first"))
+    assert json.loads((first / "audit.json").read_text())["batches"]["accepted"] == ["day-1.parquet"]
+    # A client's retry re-sends 50 reports of day 1, in a file whose name sorts first.
+    day1 = pq.read_table(collection.batches / "day-1.parquet")
+    pq.write_table(day1.slice(0, 50), collection.batches / "0-retry.parquet")
+    again = Path(ldp_collect(spec=str(path), out=out, registry=registry, run_id="again"))
+    batches = json.loads((again / "audit.json").read_text())["batches"]
+    assert batches["accepted"] == ["day-1.parquet"] and batches["reports_used"] == 2_000  # the day is kept
+    assert batches["refused"] == {"0-retry.parquet": ["column 'report_id': report ids already used in batch "
+                                                      "day-1.parquet"]}
+    # With no run before (nothing registered), the batch that arrived first keeps its ids.
+    os.utime(collection.batches / "0-retry.parquet", ns=(2_000_000_000 * 10**9,) * 2)  # arrived after day 1
+    os.utime(collection.batches / "day-1.parquet", ns=(1_000_000_000 * 10**9,) * 2)
+    checks = {c.name: c for c in check_batches(collection)}
+    assert checks["day-1.parquet"].accepted and not checks["0-retry.parquet"].accepted
