@@ -173,3 +173,33 @@ def test_cross_pairs_are_booked_before_they_are_drawn_follow_the_residual_and_re
     again = measure_cross(planned, candidates, exact, pool, sizes, float(rows), context, 1)
     assert again.pairs() == out.pairs() and len(charged_queries(context)) == 4  # replayed, not redrawn
     assert all(np.array_equal(x, y) for x, y in zip(again.targets, out.targets, strict=True))
+
+
+def test_a_wide_candidate_list_rescored_only_near_the_last_pair_books_and_replays_the_same(context, monkeypatch):
+    import dprelease.dp.measurement.cross as cross
+
+    generator = np.random.default_rng(9)  # test data: six columns, d depends on a
+    rows = 3_000
+    real = {c: generator.integers(0, 3, size=rows) for c in "abcdef"}
+    real["d"] = (real["a"] + generator.integers(0, 2, size=rows)) % 3
+    pool = {c: generator.permutation(np.tile(v, 4)) for c, v in real.items()}
+    sizes = dict.fromkeys("abcdef", 3)
+    candidates = [(x, y) for i, x in enumerate("abcdef") for y in "abcdef"[i + 1:]]
+    exact = {p: np.bincount(pair_cells(real, p, sizes), minlength=9) for p in candidates}
+    planned = plan_cross(PureBudget(Fraction(20)), 3)
+    calls: list[int] = []
+    score = cross._score
+
+    def counted(*args):
+        calls.append(1)
+        return score(*args)
+
+    monkeypatch.setattr(cross, "RESCORE_ALL", 0)
+    monkeypatch.setattr(cross, "_score", counted)
+    out = measure_cross(planned, candidates, exact, pool, sizes, float(rows), context, 1)
+    assert out.pairs()[0] == ("a", "d")
+    touching = sum(1 for p in candidates if p != ("a", "d") and {"a", "d"} & set(p))
+    # rounds 2 and 3 rescored only the pairs near the pair measured last (all of them: 15 + 14 + 13)
+    assert 15 + touching < len(calls) < 15 + 14 + 13
+    again = measure_cross(planned, candidates, exact, pool, sizes, float(rows), context, 1)
+    assert again.pairs() == out.pairs() and len(charged_queries(context)) == 6
