@@ -75,7 +75,8 @@ def pair_target(noisy: npt.NDArray[np.integer] | FloatArray, margin_a: FloatArra
         noisy: The pair's noisy counts, shape (|a|, |b|) (negative cells allowed).
         margin_a: The model's distribution of ``a`` (sums to 1).
         margin_b: The model's distribution of ``b``.
-        model: The model's own table of the pair (for the floor of cells at or below zero); uniform when None.
+        model: The model's own distribution of the pair (the floor of cells at or below zero is a share of it);
+            the margins' product when None.
 
     Returns:
         A non-negative table of the same shape whose margins are ``margin_a`` and ``margin_b`` (as near as
