@@ -32,15 +32,16 @@ _SCHEMA = pa.schema([
 ])
 
 EXPLANATION = (
-    "Each interval covers the noise its mechanism added, with 95 % probability; it does not cover sampling "
-    "error, nor the bias of clipping values to the bounds shown (values outside them were moved to the nearer "
-    "bound before measuring: a mean or a quantile near a bound can be pulled towards it). Bounds marked svt were "
-    "found privately by the release's bounds stage; public ones come from the schema. A private bound stops where "
-    "only a handful of rows lie beyond it; a few rows far out (a missing-value code entered as a number, say) are "
-    "beyond what its share of the budget can detect and are clipped, and the interval then misses the true value: "
-    "declare a public bound for such a column. A median by "
-    "smooth sensitivity has no interval (its width would reveal the private noise scale); one by "
-    "propose-test-release is either released or refused."
+    "Each interval covers the noise its mechanism added, with 95 % probability; it does not cover sampling error, nor"
+    " the bias of clipping values to the bounds shown (values outside them were moved to the nearer bound before "
+    "measuring: a mean or a quantile near a bound can be pulled towards it). When only one bound can clip (a private "
+    "upper bound over a range starting at 0, say), a mean's or a sum's interval puts 1.5 % of its 5 % chance of "
+    "missing on that side and 3.5 % on the other, so that a small pull stays inside it. Bounds marked svt were found "
+    "privately by the release's bounds stage; public ones come from the schema. A private bound stops where only a "
+    "handful of rows lie beyond it; a few rows far out (a missing-value code entered as a number, say) are beyond "
+    "what its share of the budget can detect and are clipped, and the interval then misses the true value: declare a "
+    "public bound for such a column. A median by smooth sensitivity has no interval (its width would reveal the "
+    "private noise scale); one by propose-test-release is either released or refused."
 )
 
 CLIPPING_EXPLANATION = (

@@ -54,11 +54,16 @@ class ClipBounds:
         lower: The lower bound (finite).
         upper: The upper bound (finite, above ``lower``).
         source: ``"public"`` (declared) or ``"svt"`` (a DP output of the sparse vector technique).
+        clip_side: ``"upper"`` when only rows above ``upper`` can be clipped (``lower`` is the end of the
+            public range, beyond which no row is declared to lie), ``"lower"`` for the mirror image, None
+            when both or neither can (or it is not known). A clipped mean is then biased one way only,
+            which the intervals of a mean and a sum use (:data:`dp.statistics.simulate.CLIPPED_SIDE_TAILS`).
     """
 
     lower: float
     upper: float
     source: str = "public"
+    clip_side: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("lower", "upper"):
@@ -74,6 +79,8 @@ class ClipBounds:
             raise ParameterError(f"ClipBounds: the width of [{self.lower:g}, {self.upper:g}] must be a finite number")
         if self.source not in ("public", "svt"):
             raise ParameterError(f"ClipBounds: source ({self.source!r}) must be 'public' or 'svt'")
+        if self.clip_side not in (None, "upper", "lower"):
+            raise ParameterError(f"ClipBounds: clip_side ({self.clip_side!r}) must be 'upper', 'lower' or None")
 
     @classmethod
     def from_discovered(cls, bounds: DiscoveredBounds) -> ClipBounds:

@@ -20,7 +20,9 @@ end nearer 0 when the range does not hold 0), in up to three exponential-mechani
 
 Then R = max(U − c, c − L), and the published bounds are [max(low, c − R), min(high, c + R)]: the
 narrow side is widened for free (the sum's sensitivity is R either way), which clips fewer rows.
-The moments are measured on :class:`~dp.statistics.clipping.Grid` with ``offset=c``.
+The moments are measured on :class:`~dp.statistics.clipping.Grid` with ``offset=c``. When only one
+bound lies inside the search range (for a range starting at 0: the upper one), only that side can clip,
+and the mean's interval leans towards it (``MeanBounds.clip_side``, :func:`~dp.statistics.simulate.interval_tails`).
 
 Why this stopping rule (the clipping trade-off): a bound with k rows beyond it biases the mean by at
 most k·(range)/n, and the sum's noise costs about R/(n·ε); the instance-optimal rule clips where only
@@ -168,6 +170,8 @@ class MeanBounds:
         centre: The offset c (a DP median among the grid's candidates in the selected range).
         selected: The selected (lower, upper) before widening.
         records: The selections' provenance (upper, lower, centre; those that ran).
+        clip_side: ``"upper"`` when the lower bound is the search range's low end and the upper one is
+            inside it (only rows above can be clipped), ``"lower"`` for the mirror image, else None.
     """
 
     column: str
@@ -176,10 +180,11 @@ class MeanBounds:
     centre: float
     selected: tuple[float, float]
     records: tuple[MeasurementRecord, ...]
+    clip_side: str | None = None
 
     def grid(self, half_steps: int = MEAN_HALF_STEPS) -> Grid:
-        """The moments' grid: these bounds (source ``svt``), offset at the centre."""
-        return Grid(ClipBounds(self.lower, self.upper, "svt"), half_steps, offset=self.centre)
+        """The moments' grid: these bounds (source ``svt``, with their clipping side), offset at the centre."""
+        return Grid(ClipBounds(self.lower, self.upper, "svt", self.clip_side), half_steps, offset=self.centre)
 
 
 def _epsilon(budget: PureBudget | ZCDPBudget) -> PureBudget:
@@ -249,8 +254,10 @@ def select_mean_bounds(
     records.append(record)
     lower, upper, centre = grid[lower_index], grid[upper_index], grid[lower_index + hit]
     radius = max(upper - centre, centre - lower)
-    return MeanBounds(column, max(low, centre - radius), min(high, centre + radius), centre, (lower, upper),
-                      tuple(records))
+    lower, upper = max(low, centre - radius), min(high, centre + radius)
+    clip_side = {(True, False): "upper", (False, True): "lower"}.get((lower <= low, upper >= high))
+    return MeanBounds(column, lower, upper, centre, (grid[lower_index], grid[upper_index]), tuple(records),
+                      clip_side)
 
 
 def mean_weights(statistics: set[str] | frozenset[str]) -> dict[str, int | Fraction]:

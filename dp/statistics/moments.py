@@ -24,7 +24,9 @@ step²·(Q̃/ñ − (S̃/ñ)²) (population variance of the clipped values), pro
 ranges. Intervals: the count's is the closed form of the noise (:meth:`ci95_halfwidth`); the sum's,
 mean's, variance's and std's are simulated from the published mechanism (fresh noise of the
 published scales added to the published, projected values, seeded generator; the basic
-bootstrap interval). They cover the noise only: the statistic is the clipped data's.
+bootstrap interval). They cover the noise only: the statistic is the clipped data's. When the bounds can
+clip on one side only (``ClipBounds.clip_side``), the mean's and the sum's 95 % intervals leave less of
+their 5 % on the side the true value lies towards (:func:`~dp.statistics.simulate.interval_tails`).
 
 >>> grid = Grid(ClipBounds(0.0, 100.0), half_steps=50)
 >>> m = MomentsMechanism(grid, PureBudget(Fraction(3)))
@@ -51,7 +53,7 @@ from dprelease.dp.errors import InternalError, ParameterError
 from dprelease.dp.mechanisms.noise import Mechanism, additive_mechanism, measure
 from dprelease.dp.mechanisms.random import IntArray, synthetic_generator
 from dprelease.dp.statistics.clipping import ClipBounds, Grid
-from dprelease.dp.statistics.simulate import SIMULATIONS, basic_interval, noise_draws
+from dprelease.dp.statistics.simulate import SIMULATIONS, basic_interval, interval_tails, noise_draws
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -269,7 +271,7 @@ class NoisyMoments:
         # The sum is linear: its noise is centre·Z_n + step·Z_s whatever the truth.
         n, s, _ = self._plug_in()
         noise = self.grid.centre * (sims["count"] - n) + self.grid.step * (sims["sum"] - s)
-        low, high = basic_interval(estimate, estimate + noise)
+        low, high = basic_interval(estimate, estimate + noise, tails=interval_tails(self.grid.bounds.clip_side))
         return Estimate("sum", estimate, low, high, "simulation")
 
     def mean(self) -> Estimate:
@@ -281,7 +283,7 @@ class NoisyMoments:
         # Replicates unclipped: noise that pushed the estimate onto a bound has a spread on both sides of it;
         # clipped, every replicate beyond the bound would sit on it and the interval collapse to the bound.
         replicates = self.grid.centre + self.grid.step * sims["sum"] / np.maximum(sims["count"], 1.0)
-        low, high = basic_interval(estimate, replicates)
+        low, high = basic_interval(estimate, replicates, tails=interval_tails(self.grid.bounds.clip_side))
         lower, upper = self.grid.bounds.lower, self.grid.bounds.upper
         return Estimate("mean", estimate, max(low, lower), min(high, upper), "simulation")
 

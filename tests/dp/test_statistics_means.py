@@ -25,6 +25,7 @@ from dprelease.dp.statistics.means import (
     select_mean_bounds,
     split_mean_budget,
 )
+from dprelease.dp.statistics.moments import MomentsMechanism, NoisyMoments
 from tests.noise import SeededNoise
 
 
@@ -77,6 +78,7 @@ def test_a_nonnegative_range_searches_the_upper_end_and_the_offset_only(ledger):
     assert found.lower == max(0.0, found.centre - radius) and found.upper == min(2.0**17, found.centre + radius)
     grid = found.grid()
     assert grid.half_steps == MEAN_HALF_STEPS and grid.centre == found.centre and grid.bounds.source == "svt"
+    assert found.clip_side == grid.bounds.clip_side == "upper"  # the lower bound is the range's 0: no row below
     again = select_mean_bounds(values, "age", (0.0, 2.0**17), PureBudget(Fraction(2)), PureBudget(Fraction(1)),
                                ReleaseContext(ledger, "r1", "pure", SeededNoise(99)))
     assert again == found and len(ledger.charges(release_id="r1")) == 2  # a re-run replays, books nothing
@@ -90,6 +92,22 @@ def test_a_signed_range_searches_both_ends_from_zero(ledger):
     assert [c.loss for c in ledger.charges(release_id="r1")] == [Fraction(1), Fraction(1), Fraction(1)]
     assert -4000 <= found.selected[0] <= -36 and 27 <= found.selected[1] <= 4000
     assert found.lower <= found.centre <= found.upper
+    assert found.clip_side is None  # both bounds inside the range: the bias can go either way
+
+
+def test_the_mean_interval_leans_towards_the_only_side_that_clips():
+    intervals = {}
+    for side in ("upper", "lower", None):
+        grid = Grid(ClipBounds(0.0, 100.0, "svt", side), half_steps=1000, offset=20.0)
+        mechanism = MomentsMechanism(grid, PureBudget(Fraction(1)), {"count": 1, "sum": 13})
+        noisy = NoisyMoments("x", grid, mechanism, {"count": (10_000,), "sum": (1_000_000,)}, (), seed=4)
+        mean, total = noisy.mean(), noisy.sum()
+        intervals[side] = (mean.high - mean.estimate, mean.estimate - mean.low, total.high - total.estimate,
+                           total.estimate - total.low)
+    up, down, plain = (intervals[k] for k in ("upper", "lower", None))
+    assert up[0] > plain[0] and up[1] < plain[1] and up[2] > plain[2] and up[3] < plain[3]  # more room above
+    assert down[1] > plain[1] and down[0] < plain[0] and down[3] > plain[3] and down[2] < plain[2]  # mirrored
+    assert 1.0 < (up[0] + up[1]) / (plain[0] + plain[1]) < 1.06  # 2.9 % wider on Laplace noise
 
 
 def test_bad_budgets_book_nothing(ledger):

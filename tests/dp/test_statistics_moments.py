@@ -45,6 +45,8 @@ def zcdp_context(tmp_path):
         ({"lower": 5.0, "upper": 1.0}, "ClipBounds: lower (5) must be below upper (1)"),
         ({"lower": float("nan"), "upper": 1.0}, "ClipBounds: lower (nan) must be finite"),
         ({"lower": 0.0, "upper": 1.0, "source": "guess"}, "ClipBounds: source ('guess') must be 'public' or 'svt'"),
+        ({"lower": 0.0, "upper": 1.0, "clip_side": "both"},
+         "ClipBounds: clip_side ('both') must be 'upper', 'lower' or None"),
     ],
 )
 def test_bad_bounds_are_refused(kwargs, message):
