@@ -94,8 +94,8 @@ def write(folder: Path) -> Path:
     }
     (folder / "release.yaml").write_text(yaml.safe_dump(release, sort_keys=False), encoding="utf-8")
     # the same with pairs across the junction tree's branches (README, "Pairs across the tree's branches")
-    cross = {**release, "allocation": {"bounds": 0.10, "one_way": 0.36, "selection": 0.04, "cliques": 0.30,
-                                       "cross": 0.20}, "cross_pairs": 16}  # docs/research/synthesis.md §7.2
+    cross = {**release, "allocation": {"bounds": 0.10, "one_way": 0.36, "selection": 0.04, "cliques": 0.25,
+                                       "cross": 0.25}, "cross_pairs": 24}  # docs/research/synthesis.md §7.2
     (folder / "release-cross.yaml").write_text(yaml.safe_dump(cross, sort_keys=False), encoding="utf-8")
     return folder / "release.yaml"
 
