@@ -17,6 +17,7 @@ from dprelease.dp.measurement.cover import EXTRA_PAIR_QUERY
 from dprelease.dp.measurement.cross import CrossPairs, pair_cells
 from dprelease.dp.measurement.marginals import ColumnDomain
 from dprelease.dp.mechanisms.random import synthetic_generator
+from dprelease.dp.synthesis import arrays
 from dprelease.dp.synthesis.consistency import hierarchy_counts
 from dprelease.dp.synthesis.junction import JunctionEstimate, fit_junction, forest_cliques
 from dprelease.dp.synthesis.postprocess import (
@@ -193,8 +194,7 @@ def _write_hierarchy(
 
 def coarse_sizes(estimate: Estimate) -> dict[str, int]:
     """Every column's size in the model's coarse codes."""
-    maps = estimate.model.maps
-    return {d.name: int(maps[d.name].max()) + 1 if d.name in maps else d.size for d in estimate.domains}
+    return arrays.coarse_sizes({d.name: d.size for d in estimate.domains}, estimate.model.maps)
 
 
 def draw_pool(estimate: Estimate, rng: np.random.Generator) -> dict[str, CodeArray]:

@@ -55,6 +55,7 @@ from dprelease.dp.measurement.marginals import ColumnDomain
 from dprelease.dp.measurement.structure import independence_scores, select_spanning_tree
 from dprelease.dp.mechanisms.noise import additive_mechanism, measure
 from dprelease.dp.mechanisms.selection import ExponentialMechanism, run_selection
+from dprelease.dp.synthesis import arrays
 from dprelease.dp.synthesis.noisy import NoisyMarginal
 from dprelease.dp.synthesis.postprocess import consistent_counts, estimate_total
 
@@ -404,7 +405,7 @@ def measure_junction(
     distributions = {m.columns[0]: consistent_counts(m, total) / total for m in one_way}
     maps = {d.name: coarse_map(distributions[d.name], planned.bins) for d in domains
             if d.kind != "category" and d.size > planned.bins}
-    coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else sizes[n] for n in names}
+    coarse_sizes = arrays.coarse_sizes(sizes, maps)
     coarse_distributions = {n: np.bincount(maps[n], weights=distributions[n], minlength=coarse_sizes[n])
                             if n in maps else distributions[n] for n in names}
     pairs = count(list(planned.candidates), maps)

@@ -4,7 +4,8 @@ A table over columns ``("a", "b")`` is an array with one axis per column; :func:
 subset of its columns in a given order, :func:`align` lays a table out over a superset of its columns
 (size-1 axes where missing) so that it broadcasts. The axis bookkeeping of each pair of column tuples is
 computed once and cached: the fit calls these thousands of times per release on small arrays, where the
-Python overhead, not the arithmetic, dominated.
+Python overhead, not the arithmetic, dominated. :func:`coarse_sizes` gives the columns' sizes in coarse codes
+(the cliques stage, the fit, sampling and the cross stage each needed them).
 
 >>> sum_to(np.arange(6.0).reshape(2, 3), ("a", "b"), ("b",)).tolist()
 [3.0, 5.0, 7.0]
@@ -15,11 +16,22 @@ Python overhead, not the arithmetic, dominated.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def coarse_sizes(sizes: Mapping[str, int], maps: Mapping[str, npt.NDArray[np.integer[Any]]]) -> dict[str, int]:
+    """Every column's size in coarse codes: its fine-to-coarse map's codes if it has one, else its own size.
+
+    >>> coarse_sizes({"a": 5, "b": 3}, {"a": np.array([0, 0, 1, 1, 2])})
+    {'a': 3, 'b': 3}
+    """
+    return {n: int(maps[n].max()) + 1 if n in maps else size for n, size in sizes.items()}
 
 
 def logsumexp(array: FloatArray, axis: int | tuple[int, ...] | None = None) -> FloatArray:

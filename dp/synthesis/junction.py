@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dprelease.dp.errors import InternalError, ParameterError
+from dprelease.dp.synthesis import arrays
 from dprelease.dp.synthesis.arrays import FloatArray, logsumexp
 from dprelease.dp.synthesis.arrays import align as _align
 from dprelease.dp.synthesis.arrays import sum_to as _sum_to
@@ -493,7 +494,7 @@ def fit_junction(
     Raises:
         ParameterError: If a measurement lies inside no clique or has the wrong shape.
     """
-    coarse_sizes = {n: int(maps[n].max()) + 1 if n in maps else size for n, size in sizes.items()}
+    coarse_sizes = arrays.coarse_sizes(sizes, maps)
     cliques = [tuple(c) for c in cliques]
     tree = JunctionTree(tuple(cliques), junction_parents(cliques), coarse_sizes)
     observations = []

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from dprelease.dp.errors import InternalError
 from dprelease.dp.measurement.marginals import ColumnDomain
+from dprelease.dp.synthesis.arrays import coarse_sizes
 
 IntArray = npt.NDArray[np.int64]
 CodeArray = npt.NDArray[np.integer[Any]]
@@ -349,8 +350,7 @@ def sample_junction(
         if column not in modelled or int(np.sum(counts)) != rows:
             raise InternalError(f"exact counts of {column!r} must be a model column's and sum to the row count")
 
-    def coarse_size(column: str) -> int:
-        return int(maps[column].max()) + 1 if column in maps else sizes[column]
+    coarse_size = coarse_sizes(sizes, maps)
 
     def coarse_of(column: str, codes: CodeArray) -> CodeArray:
         return maps[column][codes] if column in maps else codes
@@ -359,7 +359,7 @@ def sample_junction(
         """Each fine code's share of its coarse bin, from the post-processed fine 1-way distribution."""
         mass = fine[column] + 1e-12
         bins = maps[column] if column in maps else np.arange(sizes[column])
-        out: npt.NDArray[np.float64] = mass / np.bincount(bins, weights=mass, minlength=coarse_size(column))[bins]
+        out: npt.NDArray[np.float64] = mass / np.bincount(bins, weights=mass, minlength=coarse_size[column])[bins]
         return out
 
     def fine_table(column: str, coarse_table: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -393,14 +393,14 @@ def sample_junction(
         if any(parent not in codes for parent in parents):
             raise InternalError(f"sample_junction: a parent of {child!r} comes after it; this is a bug")
         joint = np.asarray(marginal(tuple(clique)), dtype=np.float64)
-        width = coarse_size(child)
+        width = coarse_size[child]
         table = joint.reshape(-1, width)
         fallback = np.asarray(marginal((child,)), dtype=np.float64)
         row_sums = table.sum(axis=1, keepdims=True)
         table = np.where(row_sums > 1e-12, table / np.where(row_sums > 1e-12, row_sums, 1.0), fallback[None, :])
         keys = np.zeros(rows, dtype=np.int64)
         for parent in parents:
-            keys = keys * coarse_size(parent) + coarse_of(parent, codes[parent])
+            keys = keys * coarse_size[parent] + coarse_of(parent, codes[parent])
         table = fine_table(child, table)
         drawn = _group_draw(keys, table, rng)
         if child in exact:
