@@ -111,6 +111,11 @@ class PrivacyUnit:
     id_column: str | None = None
     max_rows: int = 1
 
+    @property
+    def rows(self) -> int:
+        """How many rows one unit can contribute once bounded: the sensitivity of a count (1 per row)."""
+        return self.max_rows if self.id_column else 1
+
     def describe(self) -> str:
         """Human-readable neighbouring relation."""
         if self.id_column is None:

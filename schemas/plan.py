@@ -305,7 +305,7 @@ def plan_release(spec: ReleaseSpec, release_id: str, seed: int) -> ReleasePlan:
     total_amount = sum((b.amount for b in stages.values()), Fraction(0))
     total: Budget = PureBudget(total_amount) if spec.definition == "pure" else ZCDPBudget(total_amount)
 
-    sensitivity = spec.schema.privacy_unit.max_rows if spec.schema.privacy_unit.id_column else 1
+    sensitivity = spec.schema.privacy_unit.rows
     bounds, mappings, quantile_bins = plan_bounds_stage(spec, stages.get("bounds"), sensitivity)
 
     measurements: list[PlannedMeasurement] = []
@@ -385,7 +385,7 @@ def _plan_statistics(spec: ReleaseSpec, stages: dict[str, Budget]
     aggregates = tuple(PlannedAggregate(request, per_column) for request in spec.aggregates)
     for i, planned in enumerate(aggregates):  # the mechanism's own checks, before anything is reserved
         try:
-            planned.mechanism(unit.max_rows if unit.id_column else 1)
+            planned.mechanism(unit.rows)
         except ParameterError as err:
             raise SchemaError(f"{spec.source}: stats: sample_and_aggregate {planned.request.name} (aggregate {i}): "
                               f"{err}") from None

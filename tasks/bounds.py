@@ -102,7 +102,7 @@ def find_mappings(plan: ReleasePlan, ledger_path: str) -> list[DiscoveredMapping
         return []
     spec = plan.spec
     logger = get_run_logger()
-    contributions = spec.schema.privacy_unit.max_rows if spec.schema.privacy_unit.id_column else 1
+    contributions = spec.schema.privacy_unit.rows
     results = []
     with Ledger.open(Path(ledger_path)) as ledger:
         context = ReleaseContext(ledger, plan.release_id, plan.definition, secure_noise())  # type: ignore[arg-type]
@@ -159,7 +159,7 @@ def find_bins(plan: ReleasePlan, bounds: list[DiscoveredBounds], ledger_path: st
         return []
     spec = plan.spec
     logger = get_run_logger()
-    contributions = spec.schema.privacy_unit.max_rows if spec.schema.privacy_unit.id_column else 1
+    contributions = spec.schema.privacy_unit.rows
     found_bounds = {b.column: (b.lower, b.upper) for b in bounds}
     results = []
     with Ledger.open(Path(ledger_path)) as ledger:

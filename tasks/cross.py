@@ -40,7 +40,7 @@ def measure_cross_pairs(plan: ReleasePlan, ledger_path: str, estimate: Estimate)
     sizes = coarse_sizes(estimate)
     names = [d.name for d in domains]
     unit = spec.schema.privacy_unit
-    sensitivity = unit.max_rows if unit.id_column else 1
+    sensitivity = unit.rows
     candidates = cross_candidates(names, model.cliques, sizes, pair_sigma(plan.cross, sensitivity),
                                   float(estimate.rows), MAX_CELLS)
     logger = get_run_logger()
